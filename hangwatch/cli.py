@@ -1,0 +1,155 @@
+"""Command line: parse arguments, pick the subcommand, turn errors into exit statuses.
+
+Subcommand modules are imported only when chosen, so `hangwatch --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+from typing import TextIO
+
+from hangwatch import __version__
+from hangwatch.core.durations import parse_duration
+from hangwatch.errors import ExitStatus, HangwatchError
+
+SUBCOMMANDS = ("watch", "check", "demo", "rules", "snapshot", "run")
+DEFAULT_STALL = "10m"
+
+
+def duration(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _rule_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--rules", action="append", default=[], metavar="PATH",
+                        help="extra rule pack file or folder (repeatable); a phase with an "
+                             "existing id overrides the built-in one")
+    parser.add_argument("--stall", type=duration, default=duration(DEFAULT_STALL),
+                        metavar="DURATION",
+                        help="no progress for this long is a stall, unless the phase sets its "
+                             "own stall_after (default 10m; e.g. 90, 90s, 10m, 1h)")
+
+
+def _watch_options(parser: argparse.ArgumentParser) -> None:
+    _rule_options(parser)
+    out = parser.add_argument_group("output")
+    out.add_argument("--json", action="store_true", help="JSON Lines on stdout, one per event")
+    out.add_argument("--plain", action="store_true",
+                     help="plain timestamped lines even on a terminal")
+    out.add_argument("--report-dir", default="hangwatch-reports", metavar="DIR",
+                     help="where incident reports go (default ./hangwatch-reports)")
+    out.add_argument("--exit-on-stall", action="store_true",
+                     help="exit 3 after reporting the first stall")
+    snap = parser.add_argument_group("snapshots on a stall")
+    snap.add_argument("--pid", action="append", type=int, default=[], metavar="PID",
+                      help="the job's processes (repeatable); default: find the log's writers")
+    snap.add_argument("--match", metavar="REGEX", help="also snapshot processes whose command "
+                                                       "line matches")
+    snap.add_argument("--no-snapshot", dest="snapshot", action="store_false",
+                      help="do not collect GPU/process/stack evidence")
+    snap.add_argument("--no-stacks", dest="stacks", action="store_false",
+                      help="skip py-spy stack dumps")
+    snap.add_argument("--native", action="store_true", help="py-spy --native stacks")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="hangwatch",
+        description="Watch a training job's log; on a stall say where it hung, why, and what "
+                    "to do.  `hangwatch LOG` is short for `hangwatch watch LOG`.",
+        epilog="exit status: 0 ok, 2 usage or rule error, 3 stall detected, 130 interrupted; "
+               "`run` otherwise passes the job's own status through",
+    )
+    parser.add_argument("--version", action="version", version=f"hangwatch {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    watch = sub.add_parser("watch", help="follow logs live and report stalls (the default)")
+    watch.add_argument("logs", nargs="+", metavar="LOG", help="log file(s); may not exist yet")
+    watch.add_argument("--poll", action="store_true",
+                       help="poll the files instead of using inotify notifications")
+    _watch_options(watch)
+
+    check = sub.add_parser("check", help="read a finished or killed log once: timeline, "
+                                         "verdict, advice (exit 3 when stalled)")
+    check.add_argument("logs", nargs="+", metavar="LOG")
+    check.add_argument("--json", action="store_true", help="one JSON object")
+    _rule_options(check)
+
+    demo = sub.add_parser("demo", help="run a small job that hangs in weight sync, and watch it")
+    demo.add_argument("--stall", type=duration, default=duration("5s"), metavar="DURATION")
+    demo.add_argument("--report-dir", default="hangwatch-reports", metavar="DIR")
+    demo.add_argument("--plain", action="store_true", help="plain lines even on a terminal")
+
+    rules = sub.add_parser("rules", help="list, show, lint and test rule packs")
+    rules_sub = rules.add_subparsers(dest="rules_command", metavar="ACTION", required=True)
+    rules_list = rules_sub.add_parser("list", help="packs with their rule counts")
+    rules_show = rules_sub.add_parser("show", help="a pack's effective rules")
+    rules_show.add_argument("pack")
+    rules_lint = rules_sub.add_parser("lint", help="validate rule files (exit 2 on errors)")
+    rules_lint.add_argument("files", nargs="+", metavar="FILE")
+    rules_test = rules_sub.add_parser("test", help="which rule each line of a log hits")
+    rules_test.add_argument("log", metavar="LOG")
+    for p in (rules_list, rules_show, rules_test):
+        p.add_argument("--rules", action="append", default=[], metavar="PATH")
+    for p in (rules_list, rules_show, rules_lint, rules_test):
+        p.add_argument("--json", action="store_true")
+
+    snapshot = sub.add_parser("snapshot", help="collect GPU, process, stack and system "
+                                               "evidence now")
+    snapshot.add_argument("--pid", action="append", type=int, default=[], metavar="PID")
+    snapshot.add_argument("--match", metavar="REGEX")
+    snapshot.add_argument("--log", action="append", default=[], metavar="PATH",
+                          help="find the processes writing this log")
+    snapshot.add_argument("--json", action="store_true")
+    snapshot.add_argument("--no-stacks", dest="stacks", action="store_false")
+    snapshot.add_argument("--native", action="store_true")
+
+    run = sub.add_parser("run", help="run a command as a CI gate: exit 3 when it stalls",
+                         usage="hangwatch run [options] [--log FILE] -- CMD [ARGS...]")
+    run.add_argument("--log", default="hangwatch-run.log", metavar="FILE",
+                     help="where the job's output is written (default hangwatch-run.log)")
+    run.add_argument("--grace", type=duration, default=duration("10s"), metavar="DURATION",
+                     help="after SIGTERM, wait this long before SIGKILL (default 10s)")
+    run.add_argument("--junit", metavar="FILE", help="write a JUnit XML result")
+    _watch_options(run)
+    run.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD")
+    return parser
+
+
+def _with_default_command(argv: list[str]) -> list[str]:
+    """`hangwatch LOG` means `hangwatch watch LOG`."""
+    first = next((i for i, a in enumerate(argv) if not a.startswith("-")), None)
+    if not argv or argv[0] in ("-h", "--help", "--version"):
+        return argv
+    if first is None or argv[first] not in SUBCOMMANDS:
+        return ["watch", *argv]
+    return argv
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
+         err: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    try:
+        args = parser.parse_args(_with_default_command(args_list))
+    except SystemExit as exc:  # argparse: --help is 0, a usage error is 2
+        return int(exc.code or 0)
+    if args.command is None:
+        parser.print_help(out)
+        return ExitStatus.USAGE
+    try:
+        module = importlib.import_module(f"hangwatch.commands.{args.command}")
+        return int(module.run(args, out, err))
+    except HangwatchError as exc:
+        print(f"hangwatch: {exc}", file=err)
+        return int(exc.status)
+    except KeyboardInterrupt:
+        return int(ExitStatus.INTERRUPTED)

@@ -1,0 +1,1 @@
+"""One module per subcommand: each has run(args, out, err) -> exit status."""

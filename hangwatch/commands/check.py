@@ -1,0 +1,104 @@
+"""`hangwatch check LOG`: read a finished or killed log once and give the verdict."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+from hangwatch.config import load_rule_set
+from hangwatch.core.clock import SystemClock
+from hangwatch.core.durations import format_duration
+from hangwatch.core.engine import Engine
+from hangwatch.core.lines import LineSplitter
+from hangwatch.errors import ExitStatus, HangwatchError
+
+READ_SIZE = 1 << 20
+
+
+def read_log(engine: Engine, path: Path) -> float:
+    """Feed the whole file to the engine; return its mtime."""
+    try:
+        with path.open("rb") as fh:
+            splitter = LineSplitter()
+            while chunk := fh.read(READ_SIZE):
+                engine.feed_block(str(path), splitter.push(chunk))
+            engine.feed_block(str(path), splitter.flush())
+            return path.stat().st_mtime
+    except OSError as exc:
+        raise HangwatchError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def verdict(engine: Engine, quiet_s: float) -> str:
+    """finished: a finish line came last; stalled: an error signal, or quiet past the
+    threshold; running: written within the threshold."""
+    if engine.finished is not None:
+        return "finished"
+    if any(r.last.severity == "error" for r in engine.signals.values()):
+        return "stalled"
+    return "running" if quiet_s < engine.threshold() else "stalled"
+
+
+def result(engine: Engine, quiet_s: float) -> dict[str, Any]:
+    state = engine.state()
+    outcome = verdict(engine, quiet_s)
+    advice = engine.diagnosis().advice if outcome == "stalled" else ()
+    return {
+        "verdict": outcome,
+        "phase": state["phase"],
+        "phase_title": state["phase_title"],
+        "last_completed": state["last_completed"],
+        "quiet_s": round(quiet_s, 3),
+        "threshold_s": state["threshold_s"],
+        "lines": state["lines"],
+        "signals": state["signals"],
+        "timeline": state["timeline"],
+        "advice": [{"text": a.text, "because": a.because} for a in advice],
+    }
+
+
+def render(data: dict[str, Any], out: TextIO) -> None:
+    lines = sum(data["lines"].values())
+    head = {"finished": "FINISHED cleanly", "running": "RUNNING (written recently)",
+            "stalled": "STALLED"}[data["verdict"]]
+    phase = f"{data['phase_title']} [{data['phase']}]" if data["phase"] else "none"
+    print(f"verdict:        {head}", file=out)
+    print(f"phase open:     {phase}", file=out)
+    print(f"last completed: {data['last_completed'] or 'none'}", file=out)
+    print(f"quiet for:      {format_duration(data['quiet_s'])} (threshold "
+          f"{format_duration(data['threshold_s'])}), {lines} lines read", file=out)
+    if data["timeline"]:
+        print("\ntimeline:", file=out)
+        for entry in data["timeline"]:
+            took = entry["duration_s"]
+            took_text = format_duration(took) if took is not None else "-"
+            print(f"  {entry['title']:<32} {entry['state']:<10} line {entry['line']:<8} "
+                  f"{took_text}", file=out)
+    if data["signals"]:
+        print("\nsignals:", file=out)
+        for s in data["signals"]:
+            print(f"  {s['severity']:<8} {s['id']} x{s['count']} (last {s['source']}:"
+                  f"{s['line']}): {s['text'].strip()[:160]}", file=out)
+    if data["advice"]:
+        print("\nadvice:", file=out)
+        for a in data["advice"]:
+            print(f"  * {a['text']}\n    because {a['because']}", file=out)
+
+
+def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    engine = Engine(load_rule_set(args.rules), default_stall=args.stall, clock=SystemClock())
+    paths = [Path(p) for p in args.logs]
+    for path in paths:
+        if not path.is_file():
+            raise HangwatchError(f"no such log file: {path}")
+    newest = max(read_log(engine, p) for p in paths)
+    quiet = max(0.0, time.time() - newest)
+    engine.backdate(quiet)
+    data = result(engine, quiet)
+    if args.json:
+        out.write(json.dumps(data, ensure_ascii=False) + "\n")
+    else:
+        render(data, out)
+    return ExitStatus.STALL if data["verdict"] == "stalled" else ExitStatus.OK

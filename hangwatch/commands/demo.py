@@ -1,0 +1,66 @@
+"""`hangwatch demo`: a real child process hangs in weight sync; watch hangwatch catch it."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import TextIO
+
+from hangwatch.commands.watch import make_reporters, snapshot_options
+from hangwatch.config import load_rule_set
+from hangwatch.core.clock import SystemClock
+from hangwatch.core.engine import Engine
+from hangwatch.daemon import Session, SessionOptions, evidence_collector
+from hangwatch.errors import ExitStatus, HangwatchError
+
+END_WAIT_S = 5.0
+
+
+def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from hangwatch.follow import Follower
+
+    workdir = Path(tempfile.mkdtemp(prefix="hangwatch-demo-"))
+    log = workdir / "train.log"
+    print(f"demo: starting a GKD-style job that writes {log} and hangs in weight sync; "
+          f"stall threshold {args.stall:g}s", file=out, flush=True)
+    child = subprocess.Popen([sys.executable, "-m", "hangwatch.demo_job", str(log)],
+                             stdin=subprocess.DEVNULL, start_new_session=True)
+    watch_args = argparse.Namespace(json=False, plain=args.plain, pid=[child.pid], match=None,
+                                    stacks=True, native=False)
+    rules = load_rule_set()
+    session = Session(
+        Engine(rules, default_stall=args.stall, clock=SystemClock()),
+        make_reporters(watch_args, out),
+        SessionOptions(report_dir=Path(args.report_dir), exit_on_stall=True,
+                       refresh_s=None if args.plain or not out.isatty() else 1.0),
+        [str(log)],
+        collect=evidence_collector(rules, lambda: snapshot_options(watch_args, [log])),
+    )
+    follower = Follower(log, session.queue)
+    session.watched = [follower]
+    follower.start()
+    try:
+        status = session.run(should_stop=lambda: child.poll() is not None)
+    finally:
+        follower.stop()
+        session.close()
+        _end(child)
+    if status != ExitStatus.STALL:
+        raise HangwatchError(f"demo job ended before it hung (exit {child.returncode})")
+    report = session.incidents[-1].report if session.incidents else None
+    print(f"demo: hangwatch caught the hang and ended the job; report: {report}", file=out)
+    return ExitStatus.OK
+
+
+def _end(child: subprocess.Popen[bytes]) -> None:
+    if child.poll() is not None:
+        return
+    child.terminate()
+    try:
+        child.wait(END_WAIT_S)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()

@@ -1,0 +1,70 @@
+"""`hangwatch LOG...`: follow logs live, report stalls with evidence and advice."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from hangwatch.config import load_rule_set
+from hangwatch.core.clock import SystemClock
+from hangwatch.core.engine import Engine
+from hangwatch.daemon import Session, SessionOptions, evidence_collector
+from hangwatch.errors import ExitStatus
+from hangwatch.reporters.base import Reporter
+
+LIVE_REFRESH_S = 1.0
+
+
+def is_live(args: argparse.Namespace, out: TextIO) -> bool:
+    return not args.json and not args.plain and out.isatty()
+
+
+def make_reporters(args: argparse.Namespace, out: TextIO) -> list[Reporter]:
+    if args.json:
+        from hangwatch.reporters.jsonl import JsonReporter
+
+        return [JsonReporter(out)]
+    if is_live(args, out):
+        from hangwatch.reporters.console import ConsoleReporter
+
+        return [ConsoleReporter(out)]
+    from hangwatch.reporters.plain import PlainReporter
+
+    return [PlainReporter(out)]
+
+
+def snapshot_options(args: argparse.Namespace, paths: Sequence[Path],
+                     known_tree: Sequence[int] = ()) -> Any:
+    from hangwatch.snapshot import SnapshotOptions
+
+    return SnapshotOptions(pids=tuple(args.pid), match=args.match, log_paths=tuple(paths),
+                           stacks=args.stacks, native=args.native, known_tree=tuple(known_tree))
+
+
+def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from hangwatch.follow import Follower
+
+    rules = load_rule_set(args.rules)
+    paths = [Path(p) for p in args.logs]
+    engine = Engine(rules, default_stall=args.stall, clock=SystemClock())
+    collect = None
+    if args.snapshot:
+        collect = evidence_collector(rules, lambda: snapshot_options(args, paths))
+    options = SessionOptions(report_dir=Path(args.report_dir), exit_on_stall=args.exit_on_stall,
+                             refresh_s=LIVE_REFRESH_S if is_live(args, out) else None)
+    session = Session(engine, make_reporters(args, out), options, [str(p) for p in paths],
+                      collect=collect)
+    followers = [Follower(p, session.queue, poll=args.poll) for p in paths]
+    session.watched = followers
+    for follower in followers:
+        follower.start()
+    try:
+        return session.run()
+    except KeyboardInterrupt:
+        return ExitStatus.OK  # Ctrl-C is how a live watch ends
+    finally:
+        for follower in followers:
+            follower.stop()
+        session.close()

@@ -1,0 +1,358 @@
+"""Load rule packs from YAML into validated plain data, reporting every problem with its place."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import regex
+import yaml
+
+from hangwatch.core.durations import parse_duration
+from hangwatch.core.evidence import WHEN_KEYS
+from hangwatch.core.model import (
+    SEVERITIES,
+    DiagnosisRule,
+    FinishRule,
+    NoiseRule,
+    Origin,
+    PhaseRule,
+    ProgressRule,
+    RulePack,
+    SignalRule,
+)
+from hangwatch.core.rules import RuleSet
+from hangwatch.errors import ConfigError, ConfigErrors
+
+PACK_KEYS = {"pack", "description", "extends", "phases", "signals", "noise", "progress",
+             "finish", "diagnoses"}
+SECTION_KEYS: dict[str, tuple[set[str], set[str]]] = {
+    # section: (required keys, optional keys)
+    "phases": ({"id", "start"}, {"title", "done", "stall_after", "advice"}),
+    "signals": ({"id", "match"}, {"severity", "advice"}),
+    "noise": ({"id", "match"}, set()),
+    "progress": ({"id", "match"}, {"counter", "heartbeat"}),
+    "finish": ({"id", "match"}, set()),
+    "diagnoses": ({"id", "when"}, {"advice"}),
+}
+ID_PATTERN = regex.compile(r"[a-z][a-z0-9_]*")
+PACK_NAME_PATTERN = regex.compile(r"[a-z][a-z0-9_.-]*")
+
+
+class _Mapping(dict):  # type: ignore[type-arg]
+    """A YAML mapping that remembers the line of itself and of each key."""
+
+    line: int = 0
+    key_lines: dict[str, int]
+
+
+class _LineLoader(yaml.SafeLoader):
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> _Mapping:  # type: ignore[override]
+        mapping = _Mapping()
+        mapping.line = node.start_mark.line + 1
+        mapping.key_lines = {}
+        for key_node, value_node in node.value:
+            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            if key in mapping:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark
+                )
+            mapping[key] = self.construct_object(value_node, deep=deep)  # type: ignore[no-untyped-call]
+            mapping.key_lines[str(key)] = key_node.start_mark.line + 1
+        return mapping
+
+
+_LineLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _LineLoader.construct_mapping
+)
+
+
+def builtin_rules_dir() -> Path:
+    """The packs shipped inside the wheel, else the checkout's top-level rules/ (source runs)."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "rules", here.parent / "rules"):
+        if candidate.is_dir():
+            return candidate
+    return here / "rules"
+
+
+def rule_files(path: Path) -> list[Path]:
+    if path.is_dir():
+        return sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+    if not path.exists():
+        raise ConfigError("no such rule file or folder", file=str(path))
+    return [path]
+
+
+def load_builtin_packs() -> list[RulePack]:
+    return [load_pack_file(p, builtin=True) for p in rule_files(builtin_rules_dir())]
+
+
+def load_pack_file(path: Path, *, builtin: bool = False) -> RulePack:
+    """Parse and validate one file; raise ConfigErrors listing every problem in it."""
+    name = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigErrors([ConfigError(f"cannot read: {exc}", file=name)]) from None
+    return load_pack_text(text, name, builtin=builtin)
+
+
+def load_pack_text(text: str, name: str, *, builtin: bool = False) -> RulePack:
+    try:
+        doc = yaml.load(text, Loader=_LineLoader)  # a SafeLoader subclass
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        line = mark.line + 1 if mark else 0
+        raise ConfigErrors(
+            [ConfigError(f"invalid YAML: {exc.problem or exc}", file=name, line=line)]
+        ) from None
+    except yaml.YAMLError as exc:
+        raise ConfigErrors([ConfigError(f"invalid YAML: {exc}", file=name)]) from None
+    errors: list[ConfigError] = []
+    pack = _PackParser(name, errors, builtin).parse(doc)
+    if errors or pack is None:
+        raise ConfigErrors(errors)
+    return pack
+
+
+class _PackParser:
+    def __init__(self, file: str, errors: list[ConfigError], builtin: bool) -> None:
+        self.file = file
+        self.errors = errors
+        self.builtin = builtin
+        self.pack = "?"
+
+    def error(self, message: str, line: int, rule: str = "") -> None:
+        self.errors.append(ConfigError(message, file=self.file, line=line, rule=rule))
+
+    def parse(self, doc: Any) -> RulePack | None:
+        if not isinstance(doc, _Mapping):
+            self.error("a rule pack is a mapping with at least a `pack` key", 1)
+            return None
+        for key in doc:
+            if key not in PACK_KEYS:
+                self.error(f"unknown key {key!r} (known: {', '.join(sorted(PACK_KEYS))})",
+                           doc.key_lines[str(key)])
+        name = doc.get("pack")
+        if not isinstance(name, str) or not PACK_NAME_PATTERN.fullmatch(name):
+            self.error("`pack` must name the pack in lower case (e.g. `pack: my-trainer`)",
+                       doc.key_lines.get("pack", doc.line))
+            name = "?"
+        self.pack = name
+        description = doc.get("description", "")
+        if not isinstance(description, str):
+            self.error("`description` must be text", doc.key_lines["description"])
+            description = ""
+        extends = self._string_list(doc, "extends", doc.line, "")
+        seen: dict[str, int] = {}
+        sections = {
+            section: [r for r in self._section(doc, section, seen) if r is not None]
+            for section in SECTION_KEYS
+        }
+        return RulePack(
+            name=name,
+            file=self.file,
+            description=description.strip(),
+            extends=tuple(extends),
+            builtin=self.builtin,
+            phases=tuple(sections["phases"]),
+            signals=tuple(sections["signals"]),
+            noise=tuple(sections["noise"]),
+            progress=tuple(sections["progress"]),
+            finish=tuple(sections["finish"]),
+            diagnoses=tuple(sections["diagnoses"]),
+        )
+
+    def _section(self, doc: _Mapping, section: str, seen: dict[str, int]) -> Iterator[Any]:
+        items = doc.get(section)
+        if items is None:
+            return
+        if not isinstance(items, list):
+            self.error(f"`{section}` must be a list", doc.key_lines[section])
+            return
+        required, optional = SECTION_KEYS[section]
+        for item in items:
+            if not isinstance(item, _Mapping):
+                self.error(f"each entry of `{section}` must be a mapping with an `id`",
+                           doc.key_lines[section])
+                continue
+            rule_id = item.get("id")
+            label = str(rule_id) if rule_id is not None else ""
+            ok = True
+            for key in item:
+                if key not in required | optional:
+                    known = ", ".join(sorted(required | optional))
+                    self.error(f"unknown key {key!r} in {section} (known: {known})",
+                               item.key_lines[str(key)], label)
+                    ok = False
+            for key in sorted(required - set(item)):
+                self.error(f"missing required key {key!r} in {section}", item.line, label)
+                ok = False
+            if rule_id is not None and not (isinstance(rule_id, str)
+                                            and ID_PATTERN.fullmatch(rule_id)):
+                self.error("`id` must be lower case letters, digits and _ (e.g. weight_sync)",
+                           item.key_lines["id"], label)
+                ok = False
+            elif isinstance(rule_id, str):
+                if rule_id in seen:
+                    self.error(f"duplicate id {rule_id!r} (first at line {seen[rule_id]})",
+                               item.key_lines["id"], label)
+                    ok = False
+                else:
+                    seen[rule_id] = item.key_lines["id"]
+            if not required - set(item):
+                # Build even a rule already in error, so its values are checked too.
+                rule = getattr(self, f"_{section}")(item, Origin(self.file, item.line, self.pack))
+                if ok:
+                    yield rule
+
+    # --- one builder per section; each validates its values ---------------------------
+
+    def _phases(self, item: _Mapping, origin: Origin) -> PhaseRule | None:
+        start = self._regex(item, "start")
+        done = self._regex(item, "done") if "done" in item else None
+        stall_after = None
+        if "stall_after" in item:
+            try:
+                stall_after = parse_duration(item["stall_after"])
+            except ValueError as exc:
+                self.error(f"bad duration in `stall_after`: {exc}", item.key_lines["stall_after"],
+                           item["id"])
+                return None
+        title = item.get("title", item["id"].replace("_", " "))
+        if start is None or ("done" in item and done is None):
+            return None
+        return PhaseRule(id=item["id"], title=str(title), start=start, done=done,
+                         stall_after=stall_after, advice=self._advice(item), origin=origin)
+
+    def _signals(self, item: _Mapping, origin: Origin) -> SignalRule | None:
+        pattern = self._regex(item, "match")
+        severity = item.get("severity", "warning")
+        if severity not in SEVERITIES:
+            self.error(f"`severity` must be one of {', '.join(SEVERITIES)}, not {severity!r}",
+                       item.key_lines["severity"], item["id"])
+            return None
+        if pattern is None:
+            return None
+        return SignalRule(id=item["id"], match=pattern, severity=severity,
+                          advice=self._advice(item), origin=origin)
+
+    def _noise(self, item: _Mapping, origin: Origin) -> NoiseRule | None:
+        pattern = self._regex(item, "match")
+        return None if pattern is None else NoiseRule(id=item["id"], match=pattern, origin=origin)
+
+    def _finish(self, item: _Mapping, origin: Origin) -> FinishRule | None:
+        pattern = self._regex(item, "match")
+        return None if pattern is None else FinishRule(id=item["id"], match=pattern, origin=origin)
+
+    def _progress(self, item: _Mapping, origin: Origin) -> ProgressRule | None:
+        pattern = self._regex(item, "match")
+        if pattern is None:
+            return None
+        counter = item.get("counter")
+        heartbeat = item.get("heartbeat", False)
+        groups = regex.compile(pattern).groupindex
+        if counter is not None and counter not in groups:
+            self.error(f"`counter: {counter}` names no group of the pattern "
+                       f"(write (?P<{counter}>\\d+) in `match`)",
+                       item.key_lines["counter"], item["id"])
+            return None
+        if not isinstance(heartbeat, bool):
+            self.error("`heartbeat` must be true or false", item.key_lines["heartbeat"],
+                       item["id"])
+            return None
+        if counter is None and not heartbeat:
+            self.error("a progress rule needs `counter: GROUP` or `heartbeat: true`",
+                       item.line, item["id"])
+            return None
+        return ProgressRule(id=item["id"], match=pattern, counter=counter, heartbeat=heartbeat,
+                            origin=origin)
+
+    def _diagnoses(self, item: _Mapping, origin: Origin) -> DiagnosisRule | None:
+        when = item["when"]
+        if not isinstance(when, _Mapping) or not when:
+            self.error("`when` must be a mapping of conditions (e.g. `gpus: busy`)",
+                       item.key_lines["when"], item["id"])
+            return None
+        conditions: list[tuple[str, tuple[str, ...]]] = []
+        for key, value in when.items():
+            values = value if isinstance(value, list) else [value]
+            line = when.key_lines[str(key)]
+            if key not in WHEN_KEYS:
+                self.error(f"unknown condition {key!r} in `when` (known: "
+                           f"{', '.join(WHEN_KEYS)})", line, item["id"])
+                return None
+            allowed = WHEN_KEYS[key]
+            for v in values:
+                if not isinstance(v, str):
+                    self.error(f"condition {key!r} takes text, not {v!r}", line, item["id"])
+                    return None
+                if allowed is not None and v not in allowed:
+                    self.error(f"condition {key!r} takes one of {', '.join(allowed)}, not {v!r}",
+                               line, item["id"])
+                    return None
+                if key == "stack" and self._compile(v, line, item["id"], f"when.{key}") is None:
+                    return None
+            conditions.append((str(key), tuple(values)))
+        return DiagnosisRule(id=item["id"], when=tuple(conditions), advice=self._advice(item),
+                             origin=origin)
+
+    # --- shared value checks -------------------------------------------------------------
+
+    def _regex(self, item: _Mapping, key: str) -> str | None:
+        value = item.get(key)
+        line = item.key_lines.get(key, item.line)
+        if not isinstance(value, str) or not value:
+            self.error(f"`{key}` must be a regular expression (text)", line, item.get("id", ""))
+            return None
+        return value if self._compile(value, line, str(item["id"]), key) is not None else None
+
+    def _compile(self, pattern: str, line: int, rule: str, key: str) -> regex.Pattern[str] | None:
+        try:
+            return regex.compile(pattern)
+        except regex.error as exc:
+            pos = f" at position {exc.pos}" if exc.pos is not None else ""
+            self.error(f"bad regex in `{key}`: {exc.msg}{pos}: {pattern!r}", line, rule)
+            return None
+
+    def _advice(self, item: _Mapping) -> tuple[str, ...]:
+        return tuple(s.strip() for s in self._string_list(item, "advice", item.line,
+                                                           item.get("id", "")))
+
+    def _string_list(self, doc: _Mapping, key: str, line: int, rule: str) -> list[str]:
+        value = doc.get(key)
+        if value is None:
+            return []
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            self.error(f"`{key}` must be a list of text", doc.key_lines.get(key, line), rule)
+            return []
+        return list(value)
+
+
+def load_user_packs(paths: Iterable[Path]) -> list[RulePack]:
+    """Load `--rules` files and folders, collecting the errors of all files before raising."""
+    packs: list[RulePack] = []
+    errors: list[ConfigError] = []
+    for path in paths:
+        try:
+            files = rule_files(path)
+        except ConfigError as exc:
+            errors.append(exc)
+            continue
+        for file in files:
+            try:
+                packs.append(load_pack_file(file))
+            except ConfigErrors as exc:
+                errors.extend(exc.errors)
+    if errors:
+        raise ConfigErrors(errors)
+    return packs
+
+
+def load_rule_set(extra: Iterable[str | Path] = ()) -> RuleSet:
+    """The built-in packs plus the user's `--rules` files and folders, merged and compiled."""
+    return RuleSet([*load_builtin_packs(), *load_user_packs(Path(p) for p in extra)])

@@ -1,0 +1,1 @@
+"""Pure logic: rules, phases, stall timing. No files, threads or hardware in here."""

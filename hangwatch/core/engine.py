@@ -1,0 +1,243 @@
+"""Lines in, events out: the matcher, phase tracker, progress judge and stall timer together.
+
+`feed_*` takes what the job wrote; `tick()` is called by the loop whenever it wakes and
+fires the stall when its deadline has passed. Nothing here reads files or sleeps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from hangwatch.core.clock import Clock
+from hangwatch.core.durations import format_duration
+from hangwatch.core.events import (
+    Advice,
+    Event,
+    FinishEvent,
+    PhaseEvent,
+    RecoveredEvent,
+    SignalEvent,
+    StallEvent,
+)
+from hangwatch.core.phases import PhaseTracker, Where
+from hangwatch.core.progress import ProgressJudge
+from hangwatch.core.rules import LineMatch, RuleSet
+from hangwatch.core.stall import StallTimer
+from hangwatch.core.timestamps import parse_stamp
+
+SIGNAL_REPEAT_S = 10.0  # the same signal is reported again at most this often (NCCL spew)
+GENERIC_ADVICE = (
+    "No phase rule matched this job's lines: take stacks with `py-spy dump --pid PID` and "
+    "write a phase rule for the last marker your trainer prints (`hangwatch rules test LOG`).",
+)
+
+
+@dataclass
+class SignalRecord:
+    count: int
+    last: SignalEvent
+    last_reported: float
+
+
+class Engine:
+    def __init__(self, rules: RuleSet, *, default_stall: float, clock: Clock) -> None:
+        self.rules = rules
+        self.default_stall = default_stall
+        self.clock = clock
+        self.tracker = PhaseTracker()
+        self.timer = StallTimer(clock.monotonic())
+        self.judge = ProgressJudge()
+        self.lines: dict[str, int] = {}
+        self.signals: dict[str, SignalRecord] = {}
+        self._phase_signals: dict[str, SignalEvent] = {}  # seen since the current phase began
+        self.finished: FinishEvent | None = None
+        self.stall: StallEvent | None = None
+
+    # --- input ---------------------------------------------------------------------------
+
+    def feed_block(self, source: str, data: bytes) -> list[Event]:
+        """Complete lines, each ending in b"\\n" (what the follower delivers)."""
+        events: list[Event] = []
+        for raw in _lines(data):
+            events.extend(self.feed_line(source, raw.decode("utf-8", "replace")))
+        return events
+
+    def feed_line(self, source: str, text: str) -> list[Event]:
+        line = self.lines.get(source, 0) + 1
+        self.lines[source] = line
+        match = self.rules.match(text)
+        if match is None:
+            return self._progress(source, line)
+        return self._matched(source, line, text, match)
+
+    def feed_plain(self, source: str, count: int) -> list[Event]:
+        """`count` lines known to hit no rule: progress, nothing else to learn from them."""
+        if count <= 0:
+            return []
+        self.lines[source] = self.lines.get(source, 0) + count
+        return self._progress(source, self.lines[source])
+
+    def backdate(self, idle_s: float) -> None:
+        """The log had been quiet `idle_s` seconds before we saw it (its mtime)."""
+        self.timer.backdate(self.clock.monotonic(), idle_s)
+
+    # --- time ----------------------------------------------------------------------------
+
+    def threshold(self) -> float:
+        phase = self.tracker.current
+        if phase is not None and phase.stall_after is not None:
+            return phase.stall_after
+        return self.default_stall
+
+    def seconds_to_deadline(self) -> float | None:
+        """How long the loop may sleep before the stall could fire; None when it cannot."""
+        if self.finished is not None or self.timer.stalled:
+            return None
+        return self.timer.seconds_left(self.clock.monotonic(), self.threshold())
+
+    def idle(self) -> float:
+        return self.timer.idle(self.clock.monotonic())
+
+    def tick(self) -> list[Event]:
+        if self.finished is not None or not self.timer.due(self.clock.monotonic(),
+                                                           self.threshold()):
+            return []
+        self.stall = self._stall_event()
+        return [self.stall]
+
+    # --- state for reporters -------------------------------------------------------------
+
+    def state(self) -> dict[str, Any]:
+        current, last = self.tracker.current, self.tracker.last_completed
+        entry = self.tracker.current_entry
+        return {
+            "phase": current.id if current else None,
+            "phase_title": current.title if current else None,
+            "phase_since_wall": entry.started_wall if entry else None,
+            "last_completed": last.id if last else None,
+            "last_completed_title": last.title if last else None,
+            "idle_s": round(self.idle(), 3),
+            "threshold_s": self.threshold(),
+            "stalled": self.timer.stalled,
+            "finished": self.finished is not None,
+            "lines": dict(self.lines),
+            "signals": [
+                {"id": k, "severity": r.last.severity, "count": r.count, "line": r.last.line,
+                 "source": r.last.source, "text": r.last.text}
+                for k, r in self.signals.items()
+            ],
+            "timeline": self.timeline(),
+        }
+
+    def timeline(self) -> list[dict[str, Any]]:
+        return [e.to_dict() for e in self.tracker.timeline]
+
+    # --- internals -----------------------------------------------------------------------
+
+    def _matched(self, source: str, line: int, text: str, match: LineMatch) -> list[Event]:
+        now_wall = self.clock.wall()
+        events: list[Event] = []
+        where = Where(source, line, now_wall, None)
+        if match.phase_starts or match.phase_dones or match.finish:
+            where = Where(source, line, now_wall, parse_stamp(text))
+        for rule in match.phase_dones:
+            events.extend(self.tracker.done(rule, where))
+        for rule in match.phase_starts:
+            started = self.tracker.start(rule, where)
+            if any(isinstance(e, PhaseEvent) and e.state == "started" for e in started):
+                self._phase_signals.clear()
+                self.finished = None  # a new run in the same log
+            events.extend(started)
+        for signal in match.signals:
+            events.extend(self._signal(signal.id, signal.severity, signal.advice, source, line,
+                                       text, now_wall))
+        if match.finish is not None:
+            events.extend(self.tracker.finish_all(where))
+            self.finished = FinishEvent(match.finish.id, source, line, text, now_wall)
+            events.append(self.finished)
+        advanced = self.judge.advances(match.progress) if match.progress else False
+        marker = bool(match.phase_starts or match.phase_dones or match.finish)
+        is_progress = marker or advanced or (
+            not match.progress and match.noise is None and not match.signals
+        )
+        if is_progress:
+            events.extend(self._progress(source, line))
+        return events
+
+    def _signal(self, signal_id: str, severity: Any, advice: tuple[str, ...], source: str,
+                line: int, text: str, wall: float) -> Iterator[SignalEvent]:
+        because = f"signal {signal_id} at {source}:{line}: {text.strip()[:160]}"
+        event = SignalEvent(signal_id, severity, source, line, text, wall,
+                            tuple(Advice(a, because) for a in advice))
+        self._phase_signals[signal_id] = event
+        now = self.clock.monotonic()
+        record = self.signals.get(signal_id)
+        if record is None:
+            self.signals[signal_id] = SignalRecord(1, event, now)
+            yield event
+            return
+        record.count += 1
+        record.last = event
+        if now - record.last_reported >= SIGNAL_REPEAT_S:
+            record.last_reported = now
+            yield event
+
+    def _progress(self, source: str, line: int) -> list[Event]:
+        now = self.clock.monotonic()
+        stalled_for = self.timer.progress(now)
+        if stalled_for is None:
+            return []
+        phase = self.stall.phase if self.stall else None
+        self.stall = None
+        return [RecoveredEvent(phase, stalled_for, source, line, self.clock.wall())]
+
+    def diagnosis(self) -> StallEvent:
+        """The stall as it stands now (phase, idle time, advice), whether or not it fired."""
+        return self._stall_event()
+
+    def _stall_event(self) -> StallEvent:
+        phase, last = self.tracker.current, self.tracker.last_completed
+        idle = self.idle()
+        advice: list[Advice] = []
+        entry = self.tracker.current_entry
+        if phase is not None and entry is not None:
+            because = (f"phase {phase.id} ({phase.title}) in progress since "
+                       f"{entry.source}:{entry.line}, no progress for {format_duration(idle)}")
+            advice.extend(Advice(text, because) for text in phase.advice)
+        signals = tuple(self._phase_signals.values())
+        for signal in signals:
+            if signal.severity != "info":
+                advice.extend(signal.advice)
+        if not advice:
+            where = f"after phase {last.id}" if last else "before any phase marker"
+            advice.extend(Advice(text, f"no progress for {format_duration(idle)} {where}")
+                          for text in GENERIC_ADVICE)
+        return StallEvent(
+            phase=phase.id if phase else None,
+            phase_title=phase.title if phase else None,
+            last_completed=last.id if last else None,
+            idle_s=idle,
+            threshold_s=self.threshold(),
+            wall=self.clock.wall(),
+            advice=tuple(_unique(advice)),
+            signals=signals,
+        )
+
+
+
+
+def _lines(data: bytes) -> list[bytes]:
+    parts = data.split(b"\n")
+    if parts and parts[-1] == b"":
+        parts.pop()
+    return parts
+
+
+def _unique(advice: list[Advice]) -> Iterator[Advice]:
+    seen: set[str] = set()
+    for item in advice:
+        if item.text not in seen:
+            seen.add(item.text)
+            yield item

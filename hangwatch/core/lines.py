@@ -1,0 +1,97 @@
+"""Cut a byte stream into complete lines.
+
+Every block returned holds whole lines, each ending in a single b"\\n": `\\r\\n` and a lone
+`\\r` (tqdm redraws) both end a line. A partial last line is held until its end arrives;
+a line longer than `max_line` is cut with a marker and the rest of it skipped, so memory
+stays bounded whatever the writer does. Splitting happens on bytes; decoding is left to
+whoever reads a line, so invalid UTF-8 costs nothing here.
+"""
+
+from __future__ import annotations
+
+MAX_LINE = 1 << 20
+CUT_MARKER = b" [hangwatch: line cut at 1 MiB]"
+
+
+class LineSplitter:
+    def __init__(self, max_line: int = MAX_LINE) -> None:
+        self._max = max_line
+        # A bytearray grows in place: a long line arriving in many small reads costs
+        # what it weighs, not its length squared.
+        self._held = bytearray()
+        self._skipping = False  # inside the remainder of a line already cut
+        self._pending_cr = False  # last byte seen was \r: a \n may follow in the next read
+
+    def push(self, data: bytes) -> bytes:
+        """Take new bytes; return the complete lines they finish, normalized to \\n endings."""
+        if not data:
+            return b""
+        if self._pending_cr and data[:1] == b"\n":
+            data = data[1:]  # second half of a \r\n already counted as one line end
+        self._pending_cr = data.endswith(b"\r")
+        if not data:
+            return b""
+        if b"\r" in data:
+            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            self._hold(data)
+            return b""
+        body, tail = data[: cut + 1], data[cut + 1 :]
+        head = b""
+        if self._held or self._skipping:
+            first = body.find(b"\n")
+            if self._skipping:
+                head = b"".join((self._held, CUT_MARKER, b"\n"))  # held was kept at max bytes
+            else:
+                head = self._complete(body[:first])
+            self._held, self._skipping = bytearray(), False
+            body = body[first + 1 :]
+        out = head + self._cut_long_lines(body)
+        self._hold(tail)
+        return out
+
+    def flush(self) -> bytes:
+        """End of a stream (a rotated file's last words): give the held partial line."""
+        held, skipping = self._held, self._skipping
+        self._held, self._skipping, self._pending_cr = bytearray(), False, False
+        if skipping:
+            return b"".join((held, CUT_MARKER, b"\n"))
+        return b"".join((held, b"\n")) if held else b""
+
+    @property
+    def pending(self) -> int:
+        """Bytes held back as an incomplete line."""
+        return len(self._held)
+
+    def _hold(self, tail: bytes) -> None:
+        if self._skipping or not tail:
+            return
+        room = self._max - len(self._held)
+        if len(tail) > room:
+            # Emit nothing yet: the cut line is returned when its end arrives, so line
+            # numbers stay right; only the first max bytes are kept.
+            self._held += tail[:room]
+            self._skipping = True
+        else:
+            self._held += tail
+
+    def _complete(self, rest: bytes) -> bytes:
+        """The held start of a line joined to its `rest`, cut if the two exceed the limit."""
+        room = self._max - len(self._held)
+        if len(rest) > room:
+            return b"".join((self._held, rest[:room], CUT_MARKER, b"\n"))
+        return b"".join((self._held, rest, b"\n"))
+
+    def _limit(self, line: bytes) -> bytes:
+        if len(line) > self._max:
+            return line[: self._max] + CUT_MARKER
+        return line
+
+    def _cut_long_lines(self, body: bytes) -> bytes:
+        if len(body) <= self._max:
+            return body
+        parts = body.split(b"\n")
+        if all(len(p) <= self._max for p in parts):
+            return body
+        return b"\n".join(self._limit(p) for p in parts)

@@ -1,0 +1,106 @@
+"""Rule packs as plain, validated data: what config.py produces and rules.py compiles."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Severity = Literal["info", "warning", "error"]
+SEVERITIES: tuple[Severity, ...] = ("info", "warning", "error")
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a rule was written, so every message can point at it."""
+
+    file: str
+    line: int
+    pack: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+@dataclass(frozen=True)
+class PhaseRule:
+    id: str
+    title: str
+    start: str
+    origin: Origin
+    done: str | None = None
+    stall_after: float | None = None
+    advice: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SignalRule:
+    id: str
+    match: str
+    severity: Severity
+    origin: Origin
+    advice: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class NoiseRule:
+    id: str
+    match: str
+    origin: Origin
+
+
+@dataclass(frozen=True)
+class ProgressRule:
+    """A line that is progress only when it really advances.
+
+    `counter`: a named group holding a number that must grow (per value of the other named
+    groups). `heartbeat`: the line counts only when it changed outside its named groups and
+    timestamps (an elapsed-time field ticking is not progress).
+    """
+
+    id: str
+    match: str
+    origin: Origin
+    counter: str | None = None
+    heartbeat: bool = False
+
+
+@dataclass(frozen=True)
+class FinishRule:
+    id: str
+    match: str
+    origin: Origin
+
+
+@dataclass(frozen=True)
+class DiagnosisRule:
+    """Advice chosen by evidence: every condition in `when` must hold (see core/evidence.py)."""
+
+    id: str
+    when: tuple[tuple[str, tuple[str, ...]], ...]
+    origin: Origin
+    advice: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RulePack:
+    name: str
+    file: str
+    description: str = ""
+    extends: tuple[str, ...] = ()
+    builtin: bool = False
+    phases: tuple[PhaseRule, ...] = ()
+    signals: tuple[SignalRule, ...] = ()
+    noise: tuple[NoiseRule, ...] = ()
+    progress: tuple[ProgressRule, ...] = ()
+    finish: tuple[FinishRule, ...] = ()
+    diagnoses: tuple[DiagnosisRule, ...] = field(default=())
+
+    def rule_count(self) -> dict[str, int]:
+        return {
+            "phases": len(self.phases),
+            "signals": len(self.signals),
+            "noise": len(self.noise),
+            "progress": len(self.progress),
+            "finish": len(self.finish),
+            "diagnoses": len(self.diagnoses),
+        }

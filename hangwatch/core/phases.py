@@ -1,0 +1,112 @@
+"""Which pipeline phase is in progress, which completed last, and the timeline of both."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from hangwatch.core.events import PhaseEvent
+from hangwatch.core.model import PhaseRule
+
+TIMELINE_LIMIT = 1000  # a training loop repeats phases forever; keep the newest entries
+
+
+@dataclass
+class TimelineEntry:
+    phase: str
+    title: str
+    source: str
+    line: int
+    started_wall: float
+    started_stamp: float | None
+    state: Literal["running", "completed"] = "running"
+    end_line: int | None = None
+    ended_wall: float | None = None
+    ended_stamp: float | None = None
+
+    def duration(self) -> float | None:
+        """Seconds by the times printed on the lines when both carry one, else by wall time."""
+        if self.started_stamp is not None and self.ended_stamp is not None:
+            return self.ended_stamp - self.started_stamp
+        if self.ended_wall is not None:
+            return self.ended_wall - self.started_wall
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["duration_s"] = self.duration()
+        return data
+
+
+@dataclass(frozen=True)
+class Where:
+    source: str
+    line: int
+    wall: float
+    stamp: float | None
+
+
+class PhaseTracker:
+    """Phases with a `done` pattern stay open until it is seen (they may overlap: Ray actors
+    initialise side by side); a phase without one ends when the next phase starts."""
+
+    def __init__(self) -> None:
+        self._open: list[tuple[PhaseRule, TimelineEntry]] = []  # oldest first
+        self.timeline: list[TimelineEntry] = []
+        self.dropped = 0
+        self.last_completed: PhaseRule | None = None
+
+    @property
+    def current(self) -> PhaseRule | None:
+        return self._open[-1][0] if self._open else None
+
+    @property
+    def current_entry(self) -> TimelineEntry | None:
+        return self._open[-1][1] if self._open else None
+
+    def start(self, rule: PhaseRule, where: Where) -> list[PhaseEvent]:
+        if any(r.id == rule.id for r, _ in self._open):
+            return []  # every rank prints the same START; the first one counts
+        events = [self._close(r, e, where) for r, e in list(self._open) if r.done is None]
+        entry = TimelineEntry(rule.id, rule.title, where.source, where.line, where.wall,
+                              where.stamp)
+        self._open.append((rule, entry))
+        self._append(entry)
+        events.append(self._event(rule, "started", where))
+        return events
+
+    def done(self, rule: PhaseRule, where: Where) -> list[PhaseEvent]:
+        for r, e in self._open:
+            if r.id == rule.id:
+                return [self._close(r, e, where)]
+        if self.timeline and self.timeline[-1].phase == rule.id:
+            return []  # the other ranks' DONE lines for a phase already closed
+        # A DONE whose START was never seen (attached late, or the START line was lost).
+        entry = TimelineEntry(rule.id, rule.title, where.source, where.line, where.wall,
+                              where.stamp)
+        self._append(entry)
+        return [self._close(rule, entry, where)]
+
+    def finish_all(self, where: Where) -> list[PhaseEvent]:
+        """The job said it ended cleanly: whatever was open is complete."""
+        return [self._close(r, e, where) for r, e in list(self._open)]
+
+    def _close(self, rule: PhaseRule, entry: TimelineEntry, where: Where) -> PhaseEvent:
+        self._open = [(r, e) for r, e in self._open if e is not entry]
+        entry.state = "completed"
+        entry.end_line = where.line
+        entry.ended_wall = where.wall
+        entry.ended_stamp = where.stamp
+        self.last_completed = rule
+        return self._event(rule, "completed", where)
+
+    def _append(self, entry: TimelineEntry) -> None:
+        self.timeline.append(entry)
+        if len(self.timeline) > TIMELINE_LIMIT:
+            del self.timeline[0]
+            self.dropped += 1
+
+    @staticmethod
+    def _event(rule: PhaseRule, state: Literal["started", "completed"], where: Where) -> PhaseEvent:
+        return PhaseEvent(rule.id, rule.title, state, where.source, where.line, where.wall,
+                          where.stamp)

@@ -1,0 +1,136 @@
+"""Compile rule packs into one rule set and tell, for a line, which rules it hits."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import regex
+
+from hangwatch.core.model import (
+    DiagnosisRule,
+    FinishRule,
+    NoiseRule,
+    PhaseRule,
+    ProgressRule,
+    RulePack,
+    SignalRule,
+)
+from hangwatch.errors import ConfigError, ConfigErrors
+
+# A pathological pattern on a pathological line must not freeze the loop.
+MATCH_TIMEOUT_S = 0.05
+KINDS = ("phases", "signals", "noise", "progress", "finish", "diagnoses")
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class Compiled(Generic[R]):
+    rule: R
+    pattern: regex.Pattern[str]
+
+
+@dataclass(frozen=True)
+class LineMatch:
+    """Every rule a line hits. Progress rules carry their match for the counter/heartbeat test."""
+
+    phase_starts: tuple[PhaseRule, ...] = ()
+    phase_dones: tuple[PhaseRule, ...] = ()
+    signals: tuple[SignalRule, ...] = ()
+    noise: NoiseRule | None = None
+    progress: tuple[tuple[ProgressRule, regex.Match[str]], ...] = ()
+    finish: FinishRule | None = None
+
+
+class RuleSet:
+    """The effective rules of several packs, in order; later user packs override by id."""
+
+    def __init__(self, packs: Sequence[RulePack]) -> None:
+        self.packs = tuple(packs)
+        merged = _merge(self.packs)
+        self.phases: tuple[PhaseRule, ...] = tuple(merged["phases"])
+        self.signals: tuple[SignalRule, ...] = tuple(merged["signals"])
+        self.noise: tuple[NoiseRule, ...] = tuple(merged["noise"])
+        self.progress: tuple[ProgressRule, ...] = tuple(merged["progress"])
+        self.finish: tuple[FinishRule, ...] = tuple(merged["finish"])
+        self.diagnoses: tuple[DiagnosisRule, ...] = tuple(merged["diagnoses"])
+        self._by_phase = {p.id: p for p in self.phases}
+        self._starts = [Compiled(p, regex.compile(p.start)) for p in self.phases]
+        self._dones = [Compiled(p, regex.compile(p.done)) for p in self.phases if p.done]
+        self._signals = [Compiled(s, regex.compile(s.match)) for s in self.signals]
+        self._noise = [Compiled(n, regex.compile(n.match)) for n in self.noise]
+        self._progress = [Compiled(p, regex.compile(p.match)) for p in self.progress]
+        self._finish = [Compiled(f, regex.compile(f.match)) for f in self.finish]
+        self.timeouts = 0  # searches abandoned at MATCH_TIMEOUT_S
+
+    def phase(self, phase_id: str) -> PhaseRule | None:
+        return self._by_phase.get(phase_id)
+
+    def patterns(self) -> Iterator[tuple[str, str, str]]:
+        """(kind, rule id, pattern) for every line pattern: what a prefilter or grep must find."""
+        for c in self._starts:
+            yield "phase-start", c.rule.id, c.rule.start
+        for c in self._dones:
+            yield "phase-done", c.rule.id, c.pattern.pattern
+        for kind, compiled in (("signal", self._signals), ("noise", self._noise),
+                               ("progress", self._progress), ("finish", self._finish)):
+            for c in compiled:
+                yield kind, c.rule.id, c.pattern.pattern  # type: ignore[attr-defined]
+
+    def match(self, text: str) -> LineMatch | None:
+        """The rules `text` hits, or None for a plain line (which is progress)."""
+        starts = tuple(c.rule for c in self._starts if self._search(c.pattern, text))
+        dones = tuple(c.rule for c in self._dones if self._search(c.pattern, text))
+        signals = tuple(c.rule for c in self._signals if self._search(c.pattern, text))
+        noise = next((c.rule for c in self._noise if self._search(c.pattern, text)), None)
+        progress = tuple(
+            (c.rule, m) for c in self._progress if (m := self._search(c.pattern, text))
+        )
+        finish = next((c.rule for c in self._finish if self._search(c.pattern, text)), None)
+        if not (starts or dones or signals or noise or progress or finish):
+            return None
+        return LineMatch(starts, dones, signals, noise, progress, finish)
+
+    def _search(self, pattern: regex.Pattern[str], text: str) -> regex.Match[str] | None:
+        try:
+            return pattern.search(text, timeout=MATCH_TIMEOUT_S)
+        except TimeoutError:
+            self.timeouts += 1
+            return None
+
+
+def _merge(packs: Sequence[RulePack]) -> dict[str, list[Any]]:
+    """Rules by kind, in pack order. A same-id rule replaces the earlier one in place when its
+    pack is a user pack or extends the earlier pack; between built-in packs it is an error."""
+    names = {p.name for p in packs}
+    errors: list[ConfigError] = []
+    for pack in packs:
+        for parent in pack.extends:
+            if parent not in names:
+                errors.append(ConfigError(f"extends unknown pack {parent!r} (known: "
+                                          f"{', '.join(sorted(names))})", file=pack.file))
+    merged: dict[str, list[Any]] = {kind: [] for kind in KINDS}
+    owner: dict[str, tuple[str, int, Any]] = {}  # id -> (kind, index, rule)
+    for pack in packs:
+        for kind in KINDS:
+            for rule in getattr(pack, kind):
+                previous = owner.get(rule.id)
+                if previous is None:
+                    owner[rule.id] = (kind, len(merged[kind]), rule)
+                    merged[kind].append(rule)
+                    continue
+                prev_kind, index, prev_rule = previous
+                may_override = not pack.builtin or prev_rule.origin.pack in pack.extends
+                if prev_kind != kind or not may_override:
+                    errors.append(ConfigError(
+                        f"duplicate id {rule.id!r}: also a {prev_kind} rule in pack "
+                        f"{prev_rule.origin.pack} ({prev_rule.origin})",
+                        file=rule.origin.file, line=rule.origin.line, rule=rule.id))
+                    continue
+                merged[kind][index] = rule
+                owner[rule.id] = (kind, index, rule)
+    if errors:
+        raise ConfigErrors(errors)
+    return merged

@@ -1,0 +1,226 @@
+"""The one place that wires follower -> engine -> snapshot -> incident report -> outputs.
+
+Producers (file followers, or `run`'s pipe readers) put items on one queue; the session
+consumes them on the calling thread, ticks the engine at its deadline, and gathers a stall's
+evidence on a worker thread so the loop never blocks on a GPU driver or py-spy.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from hangwatch.core.engine import Engine
+from hangwatch.core.events import Advice, Event, Incident, Notice, StallEvent
+from hangwatch.core.rules import RuleSet
+from hangwatch.errors import ExitStatus
+from hangwatch.feed import Block, CaughtUp, EndOfInput
+from hangwatch.reporters.base import Reporter, View
+
+TAIL_LINES = 200
+STUCK_CHECK_S = 2.0
+MIN_REDRAW_S = 0.1  # a burst of events redraws the live view at most this often
+
+
+@dataclass(frozen=True)
+class _IncidentReady:
+    incident: Incident
+
+
+class Watched(Protocol):
+    """A producer the loop can ask whether it is stuck inside a blocking call."""
+
+    path: Path
+
+    def stuck_for(self) -> float: ...
+
+
+@dataclass(frozen=True)
+class SessionOptions:
+    report_dir: Path
+    exit_on_stall: bool = False
+    refresh_s: float | None = None  # redraw period for live views; None: only on events
+    stuck_after_s: float = 5.0
+
+
+Collector = Callable[[StallEvent], tuple[dict[str, Any] | None, list[Advice], list[str]]]
+
+
+class Session:
+    def __init__(self, engine: Engine, reporters: Sequence[Reporter], options: SessionOptions,
+                 sources: Sequence[str], *, collect: Collector | None = None,
+                 watched: Sequence[Watched] = ()) -> None:
+        self.engine = engine
+        self.reporters = list(reporters)
+        self.options = options
+        self.sources = tuple(sources)
+        self.collect = collect
+        self.watched = list(watched)
+        self.queue: queue.Queue[Any] = queue.Queue(maxsize=64)
+        self.tail: deque[str] = deque(maxlen=TAIL_LINES)
+        self.incidents: list[Incident] = []
+        self._caught_up: dict[str, float | None] = {}
+        self._collecting: threading.Thread | None = None
+        self._stuck_reported: set[str] = set()
+        self._last_refresh = 0.0
+        self._ended = False
+
+    # --- the loop ------------------------------------------------------------------------
+
+    def run(self, should_stop: Callable[[], bool] = lambda: False) -> int:
+        """Consume until stopped, the input ends, or (with exit_on_stall) a stall is reported."""
+        while not should_stop():
+            try:
+                item = self.queue.get(timeout=self._wait_s())
+            except queue.Empty:
+                item = None
+            if item is not None:
+                status = self._handle(item)
+                if status is not None:
+                    return status
+            self._dispatch(self.engine.tick())
+            self._check_stuck()
+            self._maybe_refresh()
+            if self._ended and self._collecting is None:
+                return ExitStatus.OK
+        return ExitStatus.OK
+
+    def _wait_s(self) -> float | None:
+        waits = [w for w in (self.engine.seconds_to_deadline(), self.options.refresh_s) if
+                 w is not None]
+        if self.watched:
+            waits.append(STUCK_CHECK_S)
+        return max(0.01, min(waits)) if waits else None
+
+    def _handle(self, item: Any) -> int | None:
+        if isinstance(item, Block):
+            self._remember_tail(item)
+            self._dispatch(self.engine.feed_block(item.path, item.data))
+        elif isinstance(item, Notice):
+            self._notice(item)
+        elif isinstance(item, CaughtUp):
+            self._caught_up_with(item)
+        elif isinstance(item, EndOfInput):
+            self._ended = True
+        elif isinstance(item, _IncidentReady):
+            self._collecting = None
+            self.incidents.append(item.incident)
+            for reporter in self.reporters:
+                reporter.incident(item.incident)
+            if self.options.exit_on_stall:
+                return ExitStatus.STALL
+        return None
+
+    def _dispatch(self, events: Sequence[Event]) -> None:
+        for event in events:
+            for reporter in self.reporters:
+                reporter.event(event)
+            if isinstance(event, StallEvent):
+                self._start_collecting(event)
+        if events:
+            self._refresh()
+
+    def _notice(self, notice: Notice) -> None:
+        for reporter in self.reporters:
+            reporter.notice(notice)
+
+    # --- catch-up and file health --------------------------------------------------------
+
+    def _caught_up_with(self, item: CaughtUp) -> None:
+        self._caught_up[item.path] = item.mtime
+        if len(self._caught_up) < len(self.sources):
+            return
+        written = [m for m in self._caught_up.values() if m is not None]
+        if written:
+            # Lines read during catch-up are history: the job's last progress is the
+            # file's last write, so a log already quiet past the threshold stalls at once.
+            self.engine.backdate(max(0.0, time.time() - max(written)))
+
+    def _check_stuck(self) -> None:
+        for watched in self.watched:
+            path = str(watched.path)
+            stuck = watched.stuck_for()
+            if stuck >= self.options.stuck_after_s and path not in self._stuck_reported:
+                self._stuck_reported.add(path)
+                self._notice(Notice(path, "unreadable",
+                                    f"{path}: reading has blocked for {stuck:.0f}s (stale "
+                                    f"mount or hung filesystem?); stall timer keeps running"))
+            elif stuck == 0 and path in self._stuck_reported:
+                self._stuck_reported.discard(path)
+                self._notice(Notice(path, "readable", f"{path}: reading works again"))
+
+    def _remember_tail(self, block: Block) -> None:
+        lines = block.data.rsplit(b"\n", TAIL_LINES + 1)[-(TAIL_LINES + 1):]
+        prefix = f"{Path(block.path).name}: " if len(self.sources) > 1 else ""
+        self.tail.extend(prefix + raw.decode("utf-8", "replace") for raw in lines if raw)
+
+    # --- evidence on a stall -------------------------------------------------------------
+
+    def _start_collecting(self, stall: StallEvent) -> None:
+        timeline = self.engine.timeline()
+        tail = list(self.tail)
+        worker = threading.Thread(target=self._gather, args=(stall, timeline, tail),
+                                  name="hangwatch-evidence", daemon=True)
+        self._collecting = worker
+        worker.start()
+
+    def _gather(self, stall: StallEvent, timeline: list[dict[str, Any]], tail: list[str]) -> None:
+        snapshot: dict[str, Any] | None = None
+        advice: list[Advice] = list(stall.advice)
+        findings: list[str] = []
+        report: str | None = None
+        try:
+            if self.collect is not None:
+                snapshot, evidence_advice, findings = self.collect(stall)
+                advice = [*advice, *evidence_advice]
+            from hangwatch.reporters.incident import write_incident
+
+            report = str(write_incident(self.options.report_dir, stall=stall,
+                                        timeline=timeline, log_tail=tail, sources=self.sources,
+                                        snapshot=snapshot, advice=advice))
+        except Exception as exc:  # evidence must never take the watcher down
+            findings.append(f"could not write the incident report: {exc}")
+        self.queue.put(_IncidentReady(Incident(stall, report, tuple(advice), tuple(findings))))
+
+    # --- live views ----------------------------------------------------------------------
+
+    def _maybe_refresh(self) -> None:
+        period = self.options.refresh_s
+        if period is not None and time.monotonic() - self._last_refresh >= period:
+            self._refresh()
+
+    def _refresh(self) -> None:
+        now = time.monotonic()
+        if self.options.refresh_s is None or now - self._last_refresh < MIN_REDRAW_S:
+            return
+        self._last_refresh = now
+        view = View(self.engine.state(), self.sources, tuple(list(self.tail)[-10:]),
+                    collecting=self._collecting is not None)
+        for reporter in self.reporters:
+            reporter.refresh(view)
+
+    def close(self) -> None:
+        for reporter in self.reporters:
+            reporter.close()
+
+
+def evidence_collector(rules: RuleSet, options: Callable[[], Any]) -> Collector:
+    """Snapshot the job (options() gives the SnapshotOptions at stall time), then choose the
+    advice its evidence supports."""
+
+    def collect(stall: StallEvent) -> tuple[dict[str, Any] | None, list[Advice], list[str]]:
+        from hangwatch.core.evidence import diagnose
+        from hangwatch.snapshot import key_findings, take_snapshot
+
+        snapshot = take_snapshot(options())
+        advice = diagnose(rules.diagnoses, snapshot, phase=stall.phase,
+                          signals=[s.id for s in stall.signals])
+        return snapshot, list(advice), key_findings(snapshot)
+
+    return collect

@@ -1,0 +1,1 @@
+"""Outputs: the live console, plain lines, JSON Lines, incident reports, CI integrations."""

@@ -1,0 +1,78 @@
+"""Plain timestamped lines, for logs, pipes and CI consoles."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TextIO
+
+from hangwatch.core.durations import format_duration
+from hangwatch.core.events import (
+    Event,
+    FinishEvent,
+    Incident,
+    Notice,
+    PhaseEvent,
+    RecoveredEvent,
+    SignalEvent,
+)
+from hangwatch.reporters.base import View
+
+
+def describe(event: Event) -> str:
+    """One line for an event, shared by every human-facing output."""
+    if isinstance(event, PhaseEvent):
+        return f"phase {event.phase} ({event.title}) {event.state} at {event.source}:{event.line}"
+    if isinstance(event, SignalEvent):
+        return (f"{event.severity}: {event.id} at {event.source}:{event.line}: "
+                f"{event.text.strip()[:200]}")
+    if isinstance(event, FinishEvent):
+        return f"job finished cleanly ({event.id}) at {event.source}:{event.line}"
+    if isinstance(event, RecoveredEvent):
+        return (f"recovered: progress again at {event.source}:{event.line} after "
+                f"{format_duration(event.stalled_s)} stalled")
+    return (f"STALL in phase {event.phase or 'unknown'}: no progress for "
+            f"{format_duration(event.idle_s)}; collecting evidence")
+
+
+def describe_incident(incident: Incident) -> list[str]:
+    stall = incident.stall
+    phase = f"{stall.phase} ({stall.phase_title})" if stall.phase else "no phase in progress"
+    lines = [
+        f"STALL: no progress for {format_duration(stall.idle_s)} "
+        f"(threshold {format_duration(stall.threshold_s)})",
+        f"  phase in progress: {phase}",
+        f"  last completed:    {stall.last_completed or 'none'}",
+    ]
+    if incident.report:
+        lines.append(f"  report:            {incident.report}")
+    lines += [f"  finding: {f}" for f in incident.findings]
+    lines += [f"  advice: {a.text}\n          because: {a.because}" for a in incident.advice]
+    return lines
+
+
+class PlainReporter:
+    def __init__(self, out: TextIO, now: Callable[[], float] = time.time) -> None:
+        self.out = out
+        self.now = now
+
+    def _write(self, text: str) -> None:
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(self.now()))
+        for line in text.splitlines():
+            self.out.write(f"{stamp} {line}\n")
+        self.out.flush()
+
+    def notice(self, notice: Notice) -> None:
+        self._write(f"hangwatch: {notice.message}")
+
+    def event(self, event: Event) -> None:
+        self._write(describe(event))
+
+    def incident(self, incident: Incident) -> None:
+        self._write("\n".join(describe_incident(incident)))
+
+    def refresh(self, view: View) -> None:
+        """Plain output changes only when something happens."""
+
+    def close(self) -> None:
+        self.out.flush()

@@ -1,0 +1,318 @@
+"""Run a job in its own session and process group: echo its output, keep a log of it, hand its
+lines on as they arrive, know every process it ever started, and end all of them on demand.
+
+The job gets pipes, not our terminal: hangwatch sees every byte first, so a stall is judged on
+exactly what the job wrote, with no file in between. Its process tree is polled about once a
+second and every descendant ever seen is remembered, so a grandchild that called setsid (and
+left the process group) is still signalled at the end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import BinaryIO, Literal, TextIO
+
+import psutil
+
+from hangwatch.core.lines import LineSplitter
+from hangwatch.errors import HangwatchError
+
+Stream = Literal["stdout", "stderr"]
+Echo = Callable[[Stream, bytes], None]
+
+POLL_TREE_S = 1.0
+READ_SIZE = 1 << 16
+KILL_WAIT_S = 5.0  # after SIGKILL, only a process stuck in the kernel takes longer
+DRAIN_WAIT_S = 5.0  # output still in the pipes after every writer is gone
+NOT_FOUND = 127  # the statuses a shell gives for a command it cannot find or cannot execute
+NOT_EXECUTABLE = 126
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+class JobStartError(HangwatchError):
+    """The command could not be started; `exit_status` follows the shell (127 or 126)."""
+
+    def __init__(self, message: str, exit_status: int) -> None:
+        super().__init__(message)
+        self.exit_status = exit_status
+
+
+def exit_status(returncode: int) -> int:
+    """Popen's returncode as a shell reports it: death by signal N is 128+N."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def terminal_echo(out: TextIO, err: TextIO) -> Echo:
+    """Write the job's bytes unchanged to our own stdout/stderr (as text where no bytes layer)."""
+
+    def echo(stream: Stream, data: bytes) -> None:
+        target = out if stream == "stdout" else err
+        # A closed or broken terminal (`| head`) must not stop the log or the stall watch.
+        with contextlib.suppress(OSError, ValueError):
+            raw: BinaryIO | None = getattr(target, "buffer", None)
+            target.flush()  # whatever hangwatch itself printed goes first
+            if raw is None:
+                target.write(data.decode("utf-8", "replace"))
+                target.flush()
+            else:
+                raw.write(data)
+                raw.flush()
+
+    return echo
+
+
+def adopt_orphans() -> Callable[[], None]:
+    """Make this process the child subreaper (Linux): a job's process whose parent exits comes
+    to us instead of to init, so a double-forked daemon is still found as our child. Returns
+    the undo; does nothing where the kernel does not offer it."""
+    if not sys.platform.startswith("linux"):
+        return lambda: None
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        return lambda: None
+    return lambda: libc.prctl(_PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+
+
+class Job:
+    """A started command. `start()` it; read `returncode` once `wait()` says it is done."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], log: BinaryIO, echo: Echo,
+                 on_lines: Callable[[bytes], None], *, leftover_grace: float,
+                 poll_s: float) -> None:
+        self.proc = proc
+        self.pid = proc.pid
+        self.returncode: int | None = None  # Popen's: negative for a signal
+        self._log = log
+        self._echo = echo
+        self._on_lines = on_lines
+        self._poll_s = poll_s
+        self._root = psutil.Process(proc.pid)
+        self._tree: dict[int, psutil.Process] = {proc.pid: self._root}
+        self._tree_lock = threading.Lock()
+        self._stop_lock = threading.Lock()
+        self._exited = threading.Event()  # the command itself has exited
+        self._drained = threading.Event()  # its pipes are closed and every line handed on
+        self._abandon = threading.Event()  # stop reading: a writer we cannot end holds a pipe
+        self._done = threading.Event()
+        self._leftover_grace = leftover_grace
+        self._threads = [
+            threading.Thread(target=self._pump, name="hangwatch-run-output", daemon=True),
+            threading.Thread(target=self._track, name="hangwatch-run-tree", daemon=True),
+            threading.Thread(target=self._supervise, name="hangwatch-run-wait", daemon=True),
+        ]
+
+    @classmethod
+    def start(cls, argv: Sequence[str], *, log_path: Path, echo: Echo,
+              on_lines: Callable[[bytes], None], env: Mapping[str, str] | None = None,
+              leftover_grace: float = 10.0, poll_s: float = POLL_TREE_S) -> Job:
+        """Start `argv` (no shell) in a new session. `on_lines` gets complete lines, \\n-ended,
+        in the order they are written to the log. Processes the job leaves behind when it
+        exits get SIGTERM, then SIGKILL after `leftover_grace` seconds."""
+        if not argv:
+            raise JobStartError("no command given: hangwatch run [options] -- CMD [ARGS...]", 2)
+        child_env = dict(os.environ if env is None else env)
+        # A Python child writing to a pipe buffers its output in 8 KiB blocks: its progress
+        # would reach us late, or only at exit, and look like a stall.
+        child_env.setdefault("PYTHONUNBUFFERED", "1")
+        try:
+            log_path.parent.mkdir(parents=True, exist_ok=True)
+            log = log_path.open("wb")
+        except OSError as exc:
+            raise JobStartError(f"cannot write the log {log_path}: {exc.strerror or exc}",
+                                2) from None
+        try:
+            proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    env=child_env, start_new_session=True)
+        except FileNotFoundError:
+            log.close()
+            raise JobStartError(f"command not found: {argv[0]}", NOT_FOUND) from None
+        except OSError as exc:
+            log.close()
+            raise JobStartError(f"cannot execute {argv[0]}: {exc.strerror or exc}",
+                                NOT_EXECUTABLE) from None
+        job = cls(proc, log, echo, on_lines, leftover_grace=leftover_grace, poll_s=poll_s)
+        for thread in job._threads:
+            thread.start()
+        return job
+
+    # --- state ---------------------------------------------------------------------------
+
+    def known_pids(self) -> list[int]:
+        """Every process of the job alive now, the command first; refreshed on the spot."""
+        self.refresh()
+        return [p.pid for p in self._alive()]
+
+    def exited(self) -> bool:
+        return self._exited.is_set()
+
+    def done(self) -> bool:
+        """Exited, nothing of it left running, all its output handed on."""
+        return self._done.is_set()
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        """The exit status as a shell reports it once done; None while still running."""
+        if not self._done.wait(timeout) or self.returncode is None:
+            return None
+        return exit_status(self.returncode)
+
+    # --- control -------------------------------------------------------------------------
+
+    def send(self, sig: int) -> None:
+        """Signal the job's process group and every known process that left it."""
+        self.refresh()
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, sig)
+        for proc in self._alive():
+            with contextlib.suppress(psutil.Error):
+                proc.send_signal(sig)  # psutil checks the pid still names the same process
+
+    def stop(self, grace: float) -> None:
+        """SIGTERM to all of the job, up to `grace` seconds to exit, then SIGKILL to the rest.
+        Returns once none of its processes is left (or stuck in the kernel past KILL_WAIT_S)."""
+        with self._stop_lock:
+            if not self._alive_after_refresh():
+                return
+            self.send(signal.SIGTERM)
+            if not self._wait_gone(grace):
+                return
+            self.send(signal.SIGKILL)
+            self._wait_gone(KILL_WAIT_S)
+
+    # --- tree ----------------------------------------------------------------------------
+
+    def refresh(self) -> None:
+        """Remember every descendant alive now, and every orphan of the job adopted by us."""
+        found: list[psutil.Process] = []
+        with self._tree_lock:
+            members = list(self._tree.values())
+        for proc in [*members, *self._adopted()]:
+            with contextlib.suppress(psutil.Error):
+                found.append(proc)
+                found.extend(proc.children(recursive=True))
+        with self._tree_lock:
+            for proc in found:
+                # psutil.Process equality includes the start time: a reused pid is a new entry
+                if self._tree.get(proc.pid) != proc:
+                    self._tree[proc.pid] = proc
+            # The dead need no signal and have no children left (those were reparented when
+            # they exited): forget them, so a job that starts many short helpers costs nothing.
+            for pid, proc in list(self._tree.items()):
+                if pid != self.pid and not _running(proc):
+                    del self._tree[pid]
+
+    def _adopted(self) -> list[psutil.Process]:
+        """Our children other than the command that are not our own helpers: orphans of the
+        job that came to us as subreaper. Helpers share our session; the job never does."""
+        ours = os.getsid(0)
+        adopted: list[psutil.Process] = []
+        with contextlib.suppress(psutil.Error):
+            for child in psutil.Process().children():
+                with contextlib.suppress(OSError):
+                    if child.pid != self.pid and os.getsid(child.pid) != ours:
+                        adopted.append(child)
+        return adopted
+
+    def _alive(self) -> list[psutil.Process]:
+        """Known processes still running; the command counts until it has been reaped."""
+        with self._tree_lock:
+            members = list(self._tree.values())
+        alive = []
+        for proc in members:
+            if proc.pid == self.pid:
+                if not self._exited.is_set():
+                    alive.append(proc)
+                continue
+            if _running(proc):
+                alive.append(proc)
+        return alive
+
+    def _alive_after_refresh(self) -> bool:
+        self.refresh()
+        return bool(self._alive())
+
+    def _wait_gone(self, timeout: float) -> bool:
+        """Wait up to `timeout` for the job's processes to exit; True if some remain."""
+        deadline = time.monotonic() + timeout
+        while self._alive():
+            if time.monotonic() >= deadline:
+                return True
+            time.sleep(0.05)
+        return False
+
+    # --- threads -------------------------------------------------------------------------
+
+    def _track(self) -> None:
+        while not self._exited.wait(self._poll_s):
+            self.refresh()
+
+    def _supervise(self) -> None:
+        self.refresh()
+        returncode = self.proc.wait()
+        self.returncode = returncode
+        self._exited.set()
+        # Whatever the command left running (a background child, a daemon) is part of the job
+        # and would outlive it, holding our pipes open: end it the same way as on a stall.
+        self.stop(self._leftover_grace)
+        if not self._drained.wait(DRAIN_WAIT_S):
+            self._abandon.set()
+            self._drained.wait()
+        self._done.set()
+
+    def _pump(self) -> None:
+        try:
+            self._read_until_closed()
+        finally:
+            for pipe in (self.proc.stdout, self.proc.stderr):
+                if pipe is not None:
+                    pipe.close()
+            self._log.close()
+            self._drained.set()
+
+    def _read_until_closed(self) -> None:
+        splitters: dict[Stream, LineSplitter] = {"stdout": LineSplitter(),
+                                                 "stderr": LineSplitter()}
+        with selectors.DefaultSelector() as sel:
+            for stream, pipe in (("stdout", self.proc.stdout), ("stderr", self.proc.stderr)):
+                if pipe is not None:
+                    sel.register(pipe.fileno(), selectors.EVENT_READ, stream)
+            while sel.get_map() and not self._abandon.is_set():
+                for key, _ in sel.select(timeout=0.2):
+                    stream = key.data
+                    data = os.read(key.fd, READ_SIZE)
+                    if not data:
+                        sel.unregister(key.fd)
+                        self._lines(splitters[stream].flush())
+                        continue
+                    self._echo(stream, data)
+                    self._lines(splitters[stream].push(data))
+
+    def _lines(self, data: bytes) -> None:
+        if not data:
+            return
+        self._log.write(data)
+        self._log.flush()
+        self._on_lines(data)
+
+
+def _running(proc: psutil.Process) -> bool:
+    """Alive and not a zombie. An adopted orphan that died is our zombie: reap it here."""
+    try:
+        if not proc.is_running():
+            return False
+        if proc.status() != psutil.STATUS_ZOMBIE:
+            return True
+        if proc.ppid() == os.getpid():
+            os.waitpid(proc.pid, os.WNOHANG)
+    except (psutil.Error, ChildProcessError):
+        pass
+    return False

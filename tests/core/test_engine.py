@@ -1,0 +1,208 @@
+from __future__ import annotations
+
+from hangwatch.config import load_pack_text
+from hangwatch.core.clock import FakeClock
+from hangwatch.core.engine import Engine
+from hangwatch.core.events import PhaseEvent, RecoveredEvent, SignalEvent, StallEvent
+from hangwatch.core.rules import RuleSet
+
+PACK = """
+pack: t
+phases:
+  - id: load
+    title: Load data
+    start: 'Generating train split'
+  - id: init
+    title: Init
+    start: 'init START'
+    done: 'init DONE'
+    stall_after: 60s
+    advice: ["check the model path"]
+  - id: sync
+    title: Weight sync
+    start: 'SYNC start'
+    done: 'SYNC done'
+    advice: ["raise NCCL_TIMEOUT"]
+signals:
+  - id: nccl_timeout
+    match: 'Watchdog caught collective operation timeout'
+    severity: error
+    advice: ["a rank never joined"]
+noise:
+  - id: waiting
+    match: 'Waiting for \\d+ workers'
+progress:
+  - id: steps
+    match: 'step (?P<n>\\d+)'
+    counter: n
+  - id: beat
+    match: 'alive \\(elapsed: (?P<t>\\d+)s\\)'
+    heartbeat: true
+finish:
+  - id: done
+    match: 'Training finished'
+"""
+
+
+def make(stall: float = 10.0) -> tuple[Engine, FakeClock]:
+    clock = FakeClock()
+    return Engine(RuleSet([load_pack_text(PACK, "t.yaml")]), default_stall=stall,
+                  clock=clock), clock
+
+
+def feed(engine: Engine, *lines: str) -> list:
+    events = []
+    for line in lines:
+        events += engine.feed_line("train.log", line)
+    return events
+
+
+def test_stall_names_phase_in_progress_and_last_completed():
+    engine, clock = make()
+    feed(engine, "Generating train split: 0 examples", "init START", "init DONE", "SYNC start")
+    clock.advance(9.9)
+    assert engine.tick() == []
+    clock.advance(0.1)
+    [stall] = engine.tick()
+    assert isinstance(stall, StallEvent)
+    assert (stall.phase, stall.last_completed) == ("sync", "init")
+    assert stall.idle_s == 10.0
+    assert [a.text for a in stall.advice] == ["raise NCCL_TIMEOUT"]
+    assert "phase sync" in stall.advice[0].because
+
+
+def test_stall_fires_once_per_episode_and_recovers_on_progress():
+    engine, clock = make()
+    feed(engine, "SYNC start")
+    clock.advance(11)
+    assert len(engine.tick()) == 1
+    clock.advance(100)
+    assert engine.tick() == []
+    [recovered] = feed(engine, "some real output")
+    assert isinstance(recovered, RecoveredEvent)
+    assert recovered.phase == "sync" and recovered.stalled_s == 100
+    clock.advance(10)
+    assert len(engine.tick()) == 1  # a second episode fires again
+
+
+def test_noise_lines_are_not_progress():
+    engine, clock = make()
+    feed(engine, "SYNC start")
+    for _ in range(20):
+        clock.advance(1)
+        feed(engine, "Waiting for 3 workers... (elapsed: 600s)")
+    assert isinstance(engine.tick()[0], StallEvent)
+
+
+def test_counter_must_grow_to_count_as_progress():
+    engine, clock = make()
+    feed(engine, "step 100")
+    clock.advance(6)
+    feed(engine, "step 100")  # same count printed again: not progress
+    clock.advance(4)
+    assert len(engine.tick()) == 1
+    assert isinstance(feed(engine, "step 101")[0], RecoveredEvent)
+
+
+def test_heartbeat_with_only_elapsed_time_changing_is_not_progress():
+    engine, clock = make()
+    feed(engine, "alive (elapsed: 10s)")
+    for t in range(11, 25):
+        clock.advance(1)
+        feed(engine, f"alive (elapsed: {t}s)")
+    assert len(engine.tick()) == 1
+
+
+def test_phase_stall_after_overrides_default_threshold():
+    engine, clock = make(stall=10)
+    feed(engine, "init START")
+    assert engine.threshold() == 60
+    clock.advance(30)
+    assert engine.tick() == []  # quiet but healthy: the phase allows 60 s
+    clock.advance(30)
+    assert len(engine.tick()) == 1
+
+
+def test_signal_is_evidence_not_progress_and_its_advice_joins_the_stall():
+    engine, clock = make()
+    feed(engine, "SYNC start")
+    clock.advance(5)
+    [signal] = feed(engine, "[rank1] Watchdog caught collective operation timeout: ...")
+    assert isinstance(signal, SignalEvent) and signal.severity == "error"
+    clock.advance(5)
+    [stall] = engine.tick()
+    assert "a rank never joined" in [a.text for a in stall.advice]
+    assert any("signal nccl_timeout at train.log:2" in a.because for a in stall.advice)
+
+
+def test_repeated_signal_is_reported_at_most_every_ten_seconds_but_counted():
+    engine, clock = make()
+    line = "Watchdog caught collective operation timeout"
+    events = feed(engine, line, line, line)
+    assert len(events) == 1
+    clock.advance(10)
+    assert len(feed(engine, line)) == 1
+    assert engine.signals["nccl_timeout"].count == 4
+
+
+def test_finish_stops_the_stall_timer():
+    engine, clock = make()
+    feed(engine, "SYNC start", "SYNC done", "Training finished", "ray shutting down")
+    clock.advance(1000)
+    assert engine.tick() == []
+    assert engine.finished is not None
+
+
+def test_overlapping_phases_keep_the_newest_open_one_current():
+    engine, _ = make()
+    events = feed(engine, "init START", "SYNC start", "init DONE")
+    assert [(e.phase, e.state) for e in events if isinstance(e, PhaseEvent)] == [
+        ("init", "started"), ("sync", "started"), ("init", "completed")]
+    state = engine.state()
+    assert state["phase"] == "sync" and state["last_completed"] == "init"
+
+
+def test_phase_without_done_ends_when_next_phase_starts():
+    engine, _ = make()
+    events = feed(engine, "Generating train split: 0 examples", "init START")
+    assert [(e.phase, e.state) for e in events] == [
+        ("load", "started"), ("load", "completed"), ("init", "started")]
+
+
+def test_repeated_start_from_every_rank_counts_once():
+    engine, _ = make()
+    events = feed(engine, "init START", "init START", "init DONE", "init DONE")
+    assert [(e.phase, e.state) for e in events] == [("init", "started"), ("init", "completed")]
+
+
+def test_backdated_quiet_log_stalls_at_once():
+    engine, _ = make(stall=10)
+    feed(engine, "SYNC start")
+    engine.backdate(3600)
+    [stall] = engine.tick()
+    assert stall.idle_s >= 3600
+
+
+def test_feed_plain_counts_lines_and_is_progress():
+    engine, clock = make()
+    feed(engine, "SYNC start")
+    clock.advance(11)
+    engine.tick()
+    [recovered] = engine.feed_plain("train.log", 500)
+    assert isinstance(recovered, RecoveredEvent) and recovered.line == 501
+
+
+def test_feed_block_decodes_invalid_utf8_and_counts_lines():
+    engine, _ = make()
+    events = engine.feed_block("train.log", b"\xff\xfe init START\nplain\x00line\n")
+    assert [e.phase for e in events] == ["init"]
+    assert engine.lines["train.log"] == 2
+
+
+def test_generic_advice_when_no_phase_matched():
+    engine, clock = make()
+    feed(engine, "hello")
+    clock.advance(10)
+    [stall] = engine.tick()
+    assert stall.phase is None and "py-spy dump" in stall.advice[0].text
+    assert "before any phase marker" in stall.advice[0].because

@@ -1,0 +1,47 @@
+import regex
+
+from hangwatch.config import load_pack_text
+from hangwatch.core import rules as rules_module
+from hangwatch.core.rules import RuleSet
+
+PACK = """
+pack: t
+phases:
+  - id: sync
+    start: 'SYNC start'
+    done: 'SYNC done'
+signals:
+  - id: slow
+    match: '(a|aa)+b'
+noise:
+  - id: spew
+    match: 'NCCL INFO'
+"""
+
+
+def test_plain_line_matches_nothing():
+    rules = RuleSet([load_pack_text(PACK, "t.yaml")])
+    assert rules.match("step 5 loss 0.1") is None
+
+
+def test_line_can_hit_several_kinds():
+    rules = RuleSet([load_pack_text(PACK, "t.yaml")])
+    hit = rules.match("NCCL INFO SYNC start")
+    assert hit is not None
+    assert [p.id for p in hit.phase_starts] == ["sync"] and hit.noise is not None
+
+
+def test_catastrophic_pattern_times_out_instead_of_freezing(monkeypatch):
+    monkeypatch.setattr(rules_module, "MATCH_TIMEOUT_S", 0.01)
+    rules = RuleSet([load_pack_text(PACK, "t.yaml")])
+    assert rules.match("a" * 40 + "!") is None
+    assert rules.timeouts == 1
+
+
+def test_patterns_lists_every_line_pattern_with_its_kind():
+    rules = RuleSet([load_pack_text(PACK, "t.yaml")])
+    kinds = {(kind, rule_id) for kind, rule_id, _ in rules.patterns()}
+    assert kinds == {("phase-start", "sync"), ("phase-done", "sync"), ("signal", "slow"),
+                     ("noise", "spew")}
+    for _, _, pattern in rules.patterns():
+        regex.compile(pattern)
