@@ -175,17 +175,20 @@ class Session:
         advice: list[Advice] = list(stall.advice)
         findings: list[str] = []
         report: str | None = None
-        try:
-            if self.collect is not None:
+        if self.collect is not None:
+            try:
                 snapshot, evidence_advice, findings = self.collect(stall)
                 advice = [*advice, *evidence_advice]
+            except Exception as exc:  # evidence must never take the watcher down
+                findings.append(f"evidence collection failed: {type(exc).__name__}: {exc}")
+        try:
             from hangwatch.reporters.incident import write_incident
 
             report = str(write_incident(self.options.report_dir, stall=stall,
                                         timeline=timeline, log_tail=tail, sources=self.sources,
                                         snapshot=snapshot, advice=advice))
-        except Exception as exc:  # evidence must never take the watcher down
-            findings.append(f"could not write the incident report: {exc}")
+        except Exception as exc:
+            findings.append(f"could not write the incident report: {type(exc).__name__}: {exc}")
         self.queue.put(_IncidentReady(Incident(stall, report, tuple(advice), tuple(findings))))
 
     # --- live views ----------------------------------------------------------------------

@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+import io
+import json
+import os
+import time
+from pathlib import Path
+
+from hangwatch.cli import main
+
+
+def check(*args: str) -> tuple[int, str]:
+    out, err = io.StringIO(), io.StringIO()
+    status = main(["check", *args], out, err)
+    return status, out.getvalue() + err.getvalue()
+
+
+def write_log(path: Path, lines: list[str], age_s: float = 0) -> Path:
+    path.write_text("".join(f"{line}\n" for line in lines))
+    if age_s:
+        then = time.time() - age_s
+        os.utime(path, (then, then))
+    return path
+
+
+GKD = ["2026-01-11 10:00:00,000 Generating train split: 0 examples",
+       "2026-01-11 10:02:00,000 [ACTOR] init_model START",
+       "2026-01-11 10:07:30,000 [ACTOR] init_model DONE",
+       "2026-01-11 10:07:31,000 [ROLLOUT] init_model START",
+       "2026-01-11 10:09:31,000 [ROLLOUT] init_model DONE",
+       "2026-01-11 10:09:32,000 [SYNC] Starting weight synchronization"]
+
+
+def test_quiet_log_is_stalled_with_phase_timeline_and_advice(tmp_path: Path):
+    status, text = check(str(write_log(tmp_path / "a.log", GKD, age_s=3600)), "--json")
+    assert status == 3
+    data = json.loads(text)
+    assert data["verdict"] == "stalled"
+    assert (data["phase"], data["last_completed"]) == ("weight_sync", "rollout_init")
+    durations = {e["phase"]: e["duration_s"] for e in data["timeline"]}
+    assert durations["actor_init"] == 330.0  # from the timestamps printed on the lines
+    assert durations["rollout_init"] == 120.0
+    assert data["advice"] and all(a["because"] for a in data["advice"])
+
+
+def test_recent_log_is_running(tmp_path: Path):
+    status, text = check(str(write_log(tmp_path / "a.log", GKD)), "--json")
+    assert status == 0 and json.loads(text)["verdict"] == "running"
+
+
+def test_finish_line_last_means_finished_even_when_old(tmp_path: Path):
+    log = write_log(tmp_path / "a.log", [*GKD, "[SYNC] weights done", "Training finished",
+                                         "ray shutdown"], age_s=7200)
+    status, text = check(str(log), "--json")
+    assert status == 0 and json.loads(text)["verdict"] == "finished"
+
+
+def test_collective_timeout_signal_means_stalled_even_when_recent(tmp_path: Path):
+    log = write_log(tmp_path / "a.log", [
+        *GKD, "[rank1]:[E111 10:20:00] Watchdog caught collective operation timeout: "
+              "WorkNCCL(SeqNum=5, OpType=ALLREDUCE) ran for 600000 milliseconds"])
+    status, text = check(str(log), "--json")
+    data = json.loads(text)
+    assert status == 3 and data["verdict"] == "stalled"
+    assert [s["id"] for s in data["signals"] if s["severity"] == "error"]
+
+
+def test_human_output_names_verdict_phase_and_advice(tmp_path: Path):
+    status, text = check(str(write_log(tmp_path / "a.log", GKD, age_s=3600)))
+    assert status == 3
+    assert "verdict:        STALLED" in text
+    assert "phase open:     Weight sync (NCCL) [weight_sync]" in text
+    assert "last completed: rollout_init" in text
+    assert "advice:" in text and "because phase weight_sync" in text
+
+
+def test_missing_log_is_a_usage_error(tmp_path: Path):
+    status, text = check(str(tmp_path / "nope.log"))
+    assert status == 2 and "no such log file" in text
