@@ -40,7 +40,7 @@ ID_PATTERN = regex.compile(r"[a-z][a-z0-9_]*")
 PACK_NAME_PATTERN = regex.compile(r"[a-z][a-z0-9_.-]*")
 
 
-class _Mapping(dict):  # type: ignore[type-arg]
+class _Mapping(dict[Any, Any]):
     """A YAML mapping that remembers the line of itself and of each key."""
 
     line: int = 0
@@ -48,17 +48,17 @@ class _Mapping(dict):  # type: ignore[type-arg]
 
 
 class _LineLoader(yaml.SafeLoader):
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> _Mapping:  # type: ignore[override]
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> _Mapping:
         mapping = _Mapping()
         mapping.line = node.start_mark.line + 1
         mapping.key_lines = {}
         for key_node, value_node in node.value:
-            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            key = self.construct_object(key_node, deep=deep)
             if key in mapping:
                 raise yaml.constructor.ConstructorError(
                     None, None, f"duplicate key {key!r}", key_node.start_mark
                 )
-            mapping[key] = self.construct_object(value_node, deep=deep)  # type: ignore[no-untyped-call]
+            mapping[key] = self.construct_object(value_node, deep=deep)
             mapping.key_lines[str(key)] = key_node.start_mark.line + 1
         return mapping
 

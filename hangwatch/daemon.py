@@ -24,6 +24,7 @@ from hangwatch.feed import Block, CaughtUp, EndOfInput
 from hangwatch.reporters.base import Reporter, View
 
 TAIL_LINES = 200
+QUEUE_BLOCKS = 16  # blocks are up to 1 MiB: back-pressure keeps a catch-up's memory flat
 STUCK_CHECK_S = 2.0
 MIN_REDRAW_S = 0.1  # a burst of events redraws the live view at most this often
 
@@ -61,8 +62,8 @@ class Session:
         self.options = options
         self.sources = tuple(sources)
         self.collect = collect
-        self.watched = list(watched)
-        self.queue: queue.Queue[Any] = queue.Queue(maxsize=64)
+        self.watched: Sequence[Watched] = watched
+        self.queue: queue.Queue[Any] = queue.Queue(maxsize=QUEUE_BLOCKS)
         self.tail: deque[str] = deque(maxlen=TAIL_LINES)
         self.incidents: list[Incident] = []
         self._caught_up: dict[str, float | None] = {}
@@ -151,7 +152,7 @@ class Session:
                 self._notice(Notice(path, "unreadable",
                                     f"{path}: reading has blocked for {stuck:.0f}s (stale "
                                     f"mount or hung filesystem?); stall timer keeps running"))
-            elif stuck == 0 and path in self._stuck_reported:
+            elif stuck < self.options.stuck_after_s and path in self._stuck_reported:
                 self._stuck_reported.discard(path)
                 self._notice(Notice(path, "readable", f"{path}: reading works again"))
 

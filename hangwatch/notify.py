@@ -108,6 +108,7 @@ class DirectoryWatcher:
         self._observer: BaseObserver | None = None
         self._broken = ""  # why the observer cannot be used at all, once known
         self._watches: dict[str, tuple[ObservedWatch, tuple[int, int]]] = {}
+        self._dead: set[str] = set()  # watched directories deleted since: their watch is gone
         # dir -> name -> wakes. Replaced whole on change and read without the lock: the
         # observer calls dispatch() holding its own lock, which subscribe() also takes.
         self._subs: Mapping[str, Mapping[str, frozenset[Wake]]] = {}
@@ -156,10 +157,15 @@ class DirectoryWatcher:
             observer, self._observer = self._observer, None
             self._broken = "stopped"
             self._watches.clear()
+            self._dead.clear()
             self._subs = {}
         if observer is not None:
             observer.stop()
             observer.join()
+
+    def mark_dead(self, directory: str) -> None:
+        if directory in self._watches:
+            self._dead.add(directory)
 
     def wake(self, directory: str, name: str | None) -> None:
         names = self._subs.get(directory, {})
@@ -169,10 +175,11 @@ class DirectoryWatcher:
 
     def _schedule(self, directory: str, identity: tuple[int, int]) -> None:
         known = self._watches.get(directory)
-        if known is not None and known[1] == identity:
+        if known is not None and known[1] == identity and directory not in self._dead:
             return
         if known is not None:  # the directory was recreated: its old watch sees nothing
             self._unschedule(directory)
+        self._dead.discard(directory)
         self._check_local(directory)
         observer = self._start_observer()
         try:
@@ -226,6 +233,8 @@ class _Dispatch(FileSystemEventHandler):
             if not raw:
                 continue
             path = os.fsdecode(raw)
-            if event.is_directory:
-                self._watcher.wake(path, None)  # the watched directory itself went away
+            if event.is_directory:  # perhaps the watched directory itself went away
+                if isinstance(event, DirDeletedEvent):
+                    self._watcher.mark_dead(path)
+                self._watcher.wake(path, None)
             self._watcher.wake(*os.path.split(path))

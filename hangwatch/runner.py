@@ -20,10 +20,11 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import BinaryIO, Literal, TextIO
+from typing import BinaryIO, Literal, NamedTuple, TextIO
 
 import psutil
 
+from hangwatch.collectors.discover import ProcFS, _descendants
 from hangwatch.core.lines import LineSplitter
 from hangwatch.errors import HangwatchError
 
@@ -37,6 +38,11 @@ DRAIN_WAIT_S = 5.0  # output still in the pipes after every writer is gone
 NOT_FOUND = 127  # the statuses a shell gives for a command it cannot find or cannot execute
 NOT_EXECUTABLE = 126
 _PR_SET_CHILD_SUBREAPER = 36
+
+
+class Stopped(NamedTuple):
+    terminated: int  # processes alive when the job was told to stop (SIGTERM)
+    killed: int  # of those, still alive after the grace period (SIGKILL)
 
 
 class JobStartError(HangwatchError):
@@ -87,17 +93,19 @@ class Job:
     """A started command. `start()` it; read `returncode` once `wait()` says it is done."""
 
     def __init__(self, proc: subprocess.Popen[bytes], log: BinaryIO, echo: Echo,
-                 on_lines: Callable[[bytes], None], *, leftover_grace: float,
-                 poll_s: float) -> None:
+                 on_lines: Callable[[bytes], None], on_done: Callable[[], None], *,
+                 leftover_grace: float, poll_s: float) -> None:
         self.proc = proc
         self.pid = proc.pid
         self.returncode: int | None = None  # Popen's: negative for a signal
+        self.stopped: Stopped | None = None  # how the job was last ended by us, if it was
         self._log = log
         self._echo = echo
         self._on_lines = on_lines
+        self._on_done = on_done
         self._poll_s = poll_s
-        self._root = psutil.Process(proc.pid)
-        self._tree: dict[int, psutil.Process] = {proc.pid: self._root}
+        self._procfs = ProcFS()
+        self._tree: dict[int, psutil.Process] = {proc.pid: psutil.Process(proc.pid)}
         self._tree_lock = threading.Lock()
         self._stop_lock = threading.Lock()
         self._exited = threading.Event()  # the command itself has exited
@@ -113,11 +121,13 @@ class Job:
 
     @classmethod
     def start(cls, argv: Sequence[str], *, log_path: Path, echo: Echo,
-              on_lines: Callable[[bytes], None], env: Mapping[str, str] | None = None,
-              leftover_grace: float = 10.0, poll_s: float = POLL_TREE_S) -> Job:
+              on_lines: Callable[[bytes], None], on_done: Callable[[], None] = lambda: None,
+              env: Mapping[str, str] | None = None, leftover_grace: float = 10.0,
+              poll_s: float = POLL_TREE_S) -> Job:
         """Start `argv` (no shell) in a new session. `on_lines` gets complete lines, \\n-ended,
-        in the order they are written to the log. Processes the job leaves behind when it
-        exits get SIGTERM, then SIGKILL after `leftover_grace` seconds."""
+        in the order they are written to the log; `on_done` is called once after the last.
+        Processes the job leaves behind when it exits get SIGTERM, then SIGKILL after
+        `leftover_grace` seconds."""
         if not argv:
             raise JobStartError("no command given: hangwatch run [options] -- CMD [ARGS...]", 2)
         child_env = dict(os.environ if env is None else env)
@@ -140,7 +150,8 @@ class Job:
             log.close()
             raise JobStartError(f"cannot execute {argv[0]}: {exc.strerror or exc}",
                                 NOT_EXECUTABLE) from None
-        job = cls(proc, log, echo, on_lines, leftover_grace=leftover_grace, poll_s=poll_s)
+        job = cls(proc, log, echo, on_lines, on_done, leftover_grace=leftover_grace,
+                  poll_s=poll_s)
         for thread in job._threads:
             thread.start()
         return job
@@ -173,54 +184,53 @@ class Job:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, sig)
         for proc in self._alive():
-            with contextlib.suppress(psutil.Error):
-                proc.send_signal(sig)  # psutil checks the pid still names the same process
+            # Once is enough: a second SIGINT would hit the job's own handler mid-cleanup.
+            with contextlib.suppress(psutil.Error, OSError):
+                if os.getpgid(proc.pid) != self.pid:
+                    proc.send_signal(sig)  # psutil checks the pid still names the same process
 
-    def stop(self, grace: float) -> None:
+    def stop(self, grace: float) -> Stopped:
         """SIGTERM to all of the job, up to `grace` seconds to exit, then SIGKILL to the rest.
         Returns once none of its processes is left (or stuck in the kernel past KILL_WAIT_S)."""
         with self._stop_lock:
-            if not self._alive_after_refresh():
-                return
+            self.refresh()
+            terminated = len(self._alive())
+            if not terminated:
+                return Stopped(0, 0)
             self.send(signal.SIGTERM)
-            if not self._wait_gone(grace):
-                return
-            self.send(signal.SIGKILL)
-            self._wait_gone(KILL_WAIT_S)
+            left = self._wait_gone(grace)
+            if left:
+                self.send(signal.SIGKILL)
+                self._wait_gone(KILL_WAIT_S)
+            self.stopped = Stopped(terminated, left)
+            return self.stopped
 
     # --- tree ----------------------------------------------------------------------------
 
     def refresh(self) -> None:
-        """Remember every descendant alive now, and every orphan of the job adopted by us."""
-        found: list[psutil.Process] = []
+        """Remember every process of the job alive now: the descendants of every process known,
+        whatever is still in the job's session or process group (an orphan reparented to
+        init), and the job's orphans adopted by us as subreaper (our children outside our own
+        session: our helpers, py-spy and the like, share it)."""
+        table = self._procfs.table()
+        me, our_session = os.getpid(), os.getsid(0)
         with self._tree_lock:
-            members = list(self._tree.values())
-        for proc in [*members, *self._adopted()]:
-            with contextlib.suppress(psutil.Error):
-                found.append(proc)
-                found.extend(proc.children(recursive=True))
+            roots = set(self._tree)
+        roots.update(e.pid for e in table.values()
+                     if self.pid in (e.session, e.pgrp)
+                     or (e.ppid == me and e.session != our_session))
+        found = roots | {f.pid for f in _descendants(sorted(roots), table)}
         with self._tree_lock:
-            for proc in found:
-                # psutil.Process equality includes the start time: a reused pid is a new entry
-                if self._tree.get(proc.pid) != proc:
-                    self._tree[proc.pid] = proc
+            for pid in found & table.keys():
+                known = self._tree.get(pid)
+                if known is None or (pid != self.pid and not _running(known)):
+                    with contextlib.suppress(psutil.Error):
+                        self._tree[pid] = psutil.Process(pid)
             # The dead need no signal and have no children left (those were reparented when
             # they exited): forget them, so a job that starts many short helpers costs nothing.
             for pid, proc in list(self._tree.items()):
                 if pid != self.pid and not _running(proc):
                     del self._tree[pid]
-
-    def _adopted(self) -> list[psutil.Process]:
-        """Our children other than the command that are not our own helpers: orphans of the
-        job that came to us as subreaper. Helpers share our session; the job never does."""
-        ours = os.getsid(0)
-        adopted: list[psutil.Process] = []
-        with contextlib.suppress(psutil.Error):
-            for child in psutil.Process().children():
-                with contextlib.suppress(OSError):
-                    if child.pid != self.pid and os.getsid(child.pid) != ours:
-                        adopted.append(child)
-        return adopted
 
     def _alive(self) -> list[psutil.Process]:
         """Known processes still running; the command counts until it has been reaped."""
@@ -236,18 +246,14 @@ class Job:
                 alive.append(proc)
         return alive
 
-    def _alive_after_refresh(self) -> bool:
-        self.refresh()
-        return bool(self._alive())
-
-    def _wait_gone(self, timeout: float) -> bool:
-        """Wait up to `timeout` for the job's processes to exit; True if some remain."""
+    def _wait_gone(self, timeout: float) -> int:
+        """Wait up to `timeout` for the job's processes to exit; how many remain."""
         deadline = time.monotonic() + timeout
-        while self._alive():
+        while alive := self._alive():
             if time.monotonic() >= deadline:
-                return True
+                return len(alive)
             time.sleep(0.05)
-        return False
+        return 0
 
     # --- threads -------------------------------------------------------------------------
 
@@ -267,6 +273,7 @@ class Job:
             self._abandon.set()
             self._drained.wait()
         self._done.set()
+        self._on_done()
 
     def _pump(self) -> None:
         try:

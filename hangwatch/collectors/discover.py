@@ -24,6 +24,7 @@ import psutil
 FOUND_BY = ("pid", "run-child", "log-writer", "group-of-writer", "match", "descendant")
 _PYTHON_COMM = re.compile(r"python|pypy|ray::", re.I)
 MAX_PROCESSES = 256
+_HELPER = re.compile(r"hangwatch\.collectors\.nvml_probe|(?:^|/)py-spy ")
 
 
 @dataclass(frozen=True)
@@ -129,8 +130,7 @@ def discover(*, pids: Sequence[int] = (), known_tree: Sequence[int] = (),
     table = procfs.table()
     found: dict[int, Found] = {}
     notes: list[str] = []
-    ours = _our_family(table, os.getpid() if self_pid is None else self_pid,
-                       [*pids, *known_tree])
+    ours = _our_family(table, os.getpid() if self_pid is None else self_pid, procfs)
 
     def add(items: Iterable[Found]) -> None:
         for item in items:
@@ -162,18 +162,18 @@ def discover(*, pids: Sequence[int] = (), known_tree: Sequence[int] = (),
     return ordered[:limit], notes
 
 
-def _our_family(table: dict[int, ProcEntry], self_pid: int, job_roots: Sequence[int]) -> set[int]:
-    """Our own process, its ancestors (the shell that started us) and its children (py-spy, the
-    NVML probe): never part of the job even when they match. The job we were told about
-    (`hangwatch run`'s child and its tree) stays in."""
+def _our_family(table: dict[int, ProcEntry], self_pid: int, procfs: ProcFS) -> set[int]:
+    """Our own process, its ancestors (the shell that started us) and our helpers (the NVML
+    probe, py-spy): never part of the job even when they match. Other children of ours are
+    left in: `hangwatch demo` and `hangwatch run` watch jobs they started."""
     family = {self_pid}
     pid = self_pid
     while pid in table and table[pid].ppid not in family and table[pid].ppid > 0:
         pid = table[pid].ppid
         family.add(pid)
-    family.update(f.pid for f in _descendants([self_pid], table))
-    job = set(job_roots) | {f.pid for f in _descendants(job_roots, table)}
-    return family - job
+    family.update(child for child, entry in table.items() if entry.ppid == self_pid
+                  and _HELPER.search(procfs.cmdline(child) or ""))
+    return family
 
 
 def _log_writers(log: Path, procfs: ProcFS, ps: Any, table: dict[int, ProcEntry],

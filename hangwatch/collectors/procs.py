@@ -37,15 +37,17 @@ def describe(found: Sequence[tuple[int, str]], sink: dict[int, dict[str, Any]], 
     mutated, so a reader holding one sees a consistent dict."""
     cpu_start: dict[int, tuple[float, float]] = {}
     handles: dict[int, Any] = {}
-    for pid, found_by in found:
-        record, handle = _basics(ps, pid, found_by)
-        sink[pid] = record
-        if handle is not None:
-            handles[pid] = handle
-            if record.get("cpu_time") is not None:
-                cpu_start[pid] = (clock(), record["cpu_time"])
-    if statuses_read is not None:
-        statuses_read.set()
+    try:
+        for pid, found_by in found:
+            record, handle = _basics(ps, pid, found_by)
+            sink[pid] = record
+            if handle is not None:
+                handles[pid] = handle
+                if record.get("cpu_time") is not None:
+                    cpu_start[pid] = (clock(), record["cpu_time"])
+    finally:
+        if statuses_read is not None:
+            statuses_read.set()  # even on a failure: the caller waits on it to start py-spy
     for pid, handle in handles.items():
         if sink[pid]["status"] != "zombie":
             sink[pid] = {**sink[pid], **_details(ps, handle)}

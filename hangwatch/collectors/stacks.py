@@ -24,9 +24,8 @@ PTRACE_HINT = ("py-spy may not attach (ptrace): run hangwatch as root or as the 
                "with CAP_SYS_PTRACE (docker: --cap-add SYS_PTRACE), or allow attaching with "
                "`sudo sysctl kernel.yama.ptrace_scope=0`")
 _PERMISSION = ("permission denied", "operation not permitted", "os error 1)", "os error 13)")
-_NOT_PYTHON = ("failed to find python version", "failed to get process executable",
-               "no python", "not a python")
-_GONE = ("no such process", "os error 3)")
+_NOT_PYTHON = ("failed to find python version", "no python", "not a python")
+_GONE = ("no such process", "os error 3)", "check that the process is running")
 
 Runner = Callable[[Sequence[str], float, Mapping[str, str] | None], CommandResult]
 
@@ -88,15 +87,16 @@ def _dump(runner: Runner, py_spy: str, pid: int, timeout: float,
         return {"error": f"cannot run {py_spy}: {result.start_error}"}
     if result.returncode == 0 and result.stdout.strip():
         return {"stack": redact_text(_without_process_line(result.stdout))}
-    return {"error": _explain(result.stderr or result.stdout, result.returncode)}
+    return {"error": _explain(f"{result.stderr}\n{result.stdout}", result.returncode)}
 
 
 def _without_process_line(text: str) -> str:
-    """Drop py-spy's `Process N: <command line>` header: the command line is already in the
-    process record, redacted argument by argument."""
+    """Drop py-spy's `Process N: <command line>` header (the command line may span lines):
+    the command line is already in the process record, redacted argument by argument."""
     lines = text.rstrip().splitlines()
     if lines and lines[0].startswith("Process "):
-        lines = lines[1:]
+        start = next((i for i, line in enumerate(lines) if line.startswith("Python v")), 1)
+        lines = lines[start:]
     return "\n".join(lines)
 
 
@@ -105,9 +105,9 @@ def _explain(output: str, returncode: int | None) -> str:
     if any(s in low for s in _PERMISSION):
         scope = ptrace_scope()
         return PTRACE_HINT + (f" (kernel.yama.ptrace_scope is {scope})" if scope else "")
-    if any(s in low for s in _NOT_PYTHON):
-        return "not a Python process (py-spy found no interpreter in it)"
     if any(s in low for s in _GONE):
         return "the process exited before its stack was taken"
+    if any(s in low for s in _NOT_PYTHON):
+        return "not a Python process (py-spy found no interpreter in it)"
     first = next((line.strip() for line in output.splitlines() if line.strip()), "no output")
     return f"py-spy failed (exit {returncode}): {redact_text(first)}"

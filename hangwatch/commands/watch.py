@@ -44,7 +44,7 @@ def snapshot_options(args: argparse.Namespace, paths: Sequence[Path],
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from hangwatch.follow import Follower
+    from hangwatch.follow import FollowerGroup
 
     rules = load_rule_set(args.rules)
     paths = [Path(p) for p in args.logs]
@@ -56,15 +56,13 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                              refresh_s=LIVE_REFRESH_S if is_live(args, out) else None)
     session = Session(engine, make_reporters(args, out), options, [str(p) for p in paths],
                       collect=collect)
-    followers = [Follower(p, session.queue, poll=args.poll) for p in paths]
-    session.watched = followers
-    for follower in followers:
-        follower.start()
+    group = FollowerGroup(paths, out=session.queue, poll=args.poll)
+    session.watched = group.followers
+    group.start()
     try:
         return session.run()
     except KeyboardInterrupt:
         return ExitStatus.OK  # Ctrl-C is how a live watch ends
     finally:
-        for follower in followers:
-            follower.stop()
+        group.stop()
         session.close()

@@ -22,6 +22,7 @@ from hangwatch.core.events import (
     StallEvent,
 )
 from hangwatch.core.phases import PhaseTracker, Where
+from hangwatch.core.prefilter import Prefilter
 from hangwatch.core.progress import ProgressJudge
 from hangwatch.core.rules import LineMatch, RuleSet
 from hangwatch.core.stall import StallTimer
@@ -42,8 +43,10 @@ class SignalRecord:
 
 
 class Engine:
-    def __init__(self, rules: RuleSet, *, default_stall: float, clock: Clock) -> None:
+    def __init__(self, rules: RuleSet, *, default_stall: float, clock: Clock,
+                 prefilter: Prefilter | None = None) -> None:
         self.rules = rules
+        self.prefilter = prefilter  # built for `rules`: blocks are scanned whole, same events
         self.default_stall = default_stall
         self.clock = clock
         self.tracker = PhaseTracker()
@@ -59,9 +62,30 @@ class Engine:
 
     def feed_block(self, source: str, data: bytes) -> list[Event]:
         """Complete lines, each ending in b"\\n" (what the follower delivers)."""
+        if self.prefilter is not None:
+            return self._feed_segments(source, data, self.prefilter)
         events: list[Event] = []
         for raw in _lines(data):
             events.extend(self.feed_line(source, raw.decode("utf-8", "replace")))
+        return events
+
+    def _feed_segments(self, source: str, data: bytes, prefilter: Prefilter) -> list[Event]:
+        """feed_block through the prefilter: only lines a rule hits are handled one by one.
+        A run of plain lines is progress once, at its first line (where a stall recovers);
+        noise-only lines are counted and nothing else, as feed_line would do."""
+        events: list[Event] = []
+        line = self.lines.get(source, 0)
+        for plain, quiet, text, match in prefilter.segments(data):
+            if plain:
+                self.lines[source] = line + plain
+                events.extend(self._progress(source, line + 1))
+                line += plain
+            line += quiet
+            if match is not None:
+                line += 1
+                self.lines[source] = line
+                events.extend(self._matched(source, line, text, match))
+            self.lines[source] = line
         return events
 
     def feed_line(self, source: str, text: str) -> list[Event]:

@@ -74,10 +74,12 @@ class RuleSet:
             yield "phase-start", c.rule.id, c.rule.start
         for c in self._dones:
             yield "phase-done", c.rule.id, c.pattern.pattern
-        for kind, compiled in (("signal", self._signals), ("noise", self._noise),
-                               ("progress", self._progress), ("finish", self._finish)):
-            for c in compiled:
-                yield kind, c.rule.id, c.pattern.pattern  # type: ignore[attr-defined]
+        others: tuple[tuple[str, Sequence[Compiled[Any]]], ...] = (
+            ("signal", self._signals), ("noise", self._noise), ("progress", self._progress),
+            ("finish", self._finish))
+        for kind, compiled in others:
+            for other in compiled:
+                yield kind, other.rule.id, other.pattern.pattern
 
     def match(self, text: str) -> LineMatch | None:
         """The rules `text` hits, or None for a plain line (which is progress)."""

@@ -1,0 +1,41 @@
+"""Read one log the way `hangwatch check` does, with or without the prefilter.
+
+Run by catchup.py in its own process so that its time and peak memory are its own:
+`python bench/catchup_worker.py LOG [--simple]` prints one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from hangwatch.commands.check import read_log
+from hangwatch.config import load_rule_set
+from hangwatch.core.clock import SystemClock
+from hangwatch.core.engine import Engine
+from hangwatch.core.prefilter import try_build
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("log", type=Path)
+    parser.add_argument("--simple", action="store_true", help="match line by line")
+    args = parser.parse_args()
+    start = time.perf_counter()
+    rules = load_rule_set()
+    prefilter, status = (None, "off") if args.simple else try_build(rules)
+    ready = time.perf_counter()
+    engine = Engine(rules, default_stall=600.0, clock=SystemClock(), prefilter=prefilter)
+    read_log(engine, args.log)
+    done = time.perf_counter()
+    print(json.dumps({"prefilter": status, "lines": sum(engine.lines.values()),
+                      "setup_s": ready - start, "read_s": done - ready,
+                      "timeline": len(engine.timeline()), "signals": len(engine.signals)}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,139 @@
+"""Export the rule set's line patterns for GNU grep, the catch-up reference.
+
+`python bench/patterns.py OUT` writes one POSIX ERE per line when every pattern has one
+(`grep -E -f OUT`), else a single PCRE alternation (`grep -P -e "$(cat OUT)"`, since GNU grep
+takes one -P pattern). The translation keeps the set of matching lines; it only rewrites
+syntax ERE spells differently (`(?:`, `\\d`, `{,n}`, lazy quantifiers, escapes in brackets).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+GROUP_OPEN = re.compile(r"\(\?(?::|P?<(?![=!])\w+>)")
+SIMPLE_ESCAPES = {"d": "[0-9]", "D": "[^0-9]"}
+KEEP_ESCAPES = set("wWsSbB") | set(".[]{}()*+?|^$\\/-:'\"<>=!,#&~ @%_;`")
+CLASS_ESCAPES = {"d": "0-9", "s": "[:space:]", "w": "[:alnum:]_"}
+
+
+def rule_patterns() -> list[str]:
+    from hangwatch.config import load_rule_set
+
+    seen: dict[str, None] = {}
+    for _kind, _rule, pattern in load_rule_set().patterns():
+        seen.setdefault(pattern)
+    return list(seen)
+
+
+def to_ere(pattern: str) -> str | None:
+    """GNU ERE for a Python pattern, or None when it needs PCRE (lookarounds, flags...)."""
+    out: list[str] = []
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "(":
+            head = GROUP_OPEN.match(pattern, i)
+            if pattern.startswith("(?", i) and head is None:
+                return None
+            out.append("(")
+            i = head.end() if head else i + 1
+        elif c == "\\":
+            nxt = pattern[i + 1:i + 2]
+            if nxt in SIMPLE_ESCAPES:
+                out.append(SIMPLE_ESCAPES[nxt])
+            elif nxt in KEEP_ESCAPES:
+                out.append("\\" + nxt)
+            else:
+                return None
+            i += 2
+        elif c == "[":
+            end, text = _bracket(pattern, i)
+            if text is None:
+                return None
+            out.append(text)
+            i = end
+        elif c in "*+?}" and pattern[i + 1:i + 2] == "?":
+            out.append(c)  # lazy: the same lines match
+            i += 2
+        elif c == "{" and pattern.startswith("{,", i):
+            out.append("{0,")
+            i += 2
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def _bracket(pattern: str, i: int) -> tuple[int, str | None]:
+    j = i + 1
+    negate = pattern[j:j + 1] == "^"
+    j += negate
+    items: list[str] = []
+    close = bracket = dash = False
+    first = True
+    while j < len(pattern) and (pattern[j] != "]" or first):
+        c = pattern[j]
+        first = False
+        if c == "\\":
+            nxt = pattern[j + 1:j + 2]
+            if nxt in CLASS_ESCAPES:
+                items.append(CLASS_ESCAPES[nxt])
+            elif nxt == "]":
+                close = True
+            elif nxt == "-":
+                dash = True
+            elif nxt and not nxt.isalnum():
+                items.append(nxt)
+            else:
+                return j, None
+            j += 2
+        elif c == "]":
+            close = True
+            j += 1
+        elif c == "[":
+            bracket = True
+            j += 1
+        else:
+            items.append(c)
+            j += 1
+    if j >= len(pattern):
+        return j, None
+    body = ("]" if close else "") + "".join(items) + ("[" if bracket else "") + ("-" if dash else "")
+    return j + 1, "[" + ("^" if negate else "") + body + "]"
+
+
+def to_pcre(patterns: list[str]) -> str:
+    """One alternation; group names dropped, as PCRE refuses the same name twice."""
+    return "|".join(f"(?:{GROUP_OPEN.sub('(?:', p)})" for p in patterns)
+
+
+def write(out: Path, patterns: list[str]) -> str:
+    """Write the grep pattern file; return its mode, "E" or "P"."""
+    ere = [to_ere(p) for p in patterns]
+    if all(e is not None for e in ere):
+        out.write_text("".join(f"{e}\n" for e in ere))
+        return "E"
+    out.write_text(to_pcre(patterns))
+    return "P"
+
+
+def grep_argv(mode: str, pattern_file: Path, log: Path) -> list[str]:
+    if mode == "E":
+        return ["grep", "-c", "-E", "-f", str(pattern_file), str(log)]
+    return ["grep", "-c", "-P", "-e", pattern_file.read_text(), str(log)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path, help="pattern file to write")
+    args = parser.parse_args(argv)
+    mode = write(args.out, rule_patterns())
+    print(f"grep -{mode}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,186 @@
+"""`hangwatch run -- CMD`: a CI gate. Run the job, watch its output as it is written, and on a
+stall gather the evidence, end every process of the job and exit 3; otherwise exit as the job
+did.
+
+The job is just another producer for the watch loop: its output lines go on the session's
+queue as `Block`s named after the log file, so line numbers in reports are the log's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import queue
+import signal
+import threading
+import time
+from pathlib import Path
+from types import FrameType
+from typing import Any, TextIO
+
+from hangwatch.commands.watch import snapshot_options
+from hangwatch.config import load_rule_set
+from hangwatch.core.clock import SystemClock
+from hangwatch.core.durations import format_duration
+from hangwatch.core.engine import Engine
+from hangwatch.core.events import Incident, StallEvent
+from hangwatch.daemon import Session, SessionOptions, evidence_collector
+from hangwatch.errors import ExitStatus
+from hangwatch.feed import Block, EndOfInput
+from hangwatch.reporters.base import Reporter
+from hangwatch.runner import Job, JobStartError, terminal_echo
+
+FORWARDED = {signal.SIGINT: ExitStatus.INTERRUPTED, signal.SIGTERM: ExitStatus.TERMINATED}
+
+
+def command_argv(args: argparse.Namespace) -> list[str]:
+    """argparse's REMAINDER keeps the `--` that separates our options from the command."""
+    cmd = list(args.cmd)
+    return cmd[1:] if cmd[:1] == ["--"] else cmd
+
+
+class Producer:
+    """Puts items on the session's queue from the job's threads, and stops waiting on a full
+    queue once nobody consumes it (the stall was reported), so output keeps being echoed."""
+
+    def __init__(self, target: queue.Queue[Any]) -> None:
+        self.queue = target
+        self.closed = threading.Event()
+
+    def put(self, item: object) -> None:
+        while not self.closed.is_set():
+            try:
+                self.queue.put(item, timeout=0.2)
+                return
+            except queue.Full:
+                continue
+
+
+class Evidence:
+    """Keeps the snapshot a stall's collector took, for the CI outputs written at the end."""
+
+    def __init__(self) -> None:
+        self.snapshot: dict[str, Any] | None = None
+
+
+class Interrupts:
+    """Ctrl-C / SIGTERM: pass the signal to the job, give it `grace` to exit, then end it;
+    a second signal ends it at once. Work happens off the handler, on a thread."""
+
+    def __init__(self, job: Job, grace: float) -> None:
+        self.job = job
+        self.grace = grace
+        self.received: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def install(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return  # signals reach only the main thread; an embedding caller keeps its own
+        for sig in FORWARDED:
+            self._previous[sig] = signal.signal(sig, self._handle)
+
+    def restore(self) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        first = self.received is None
+        self.received = signum
+        target = self._forward if first else self._kill
+        threading.Thread(target=target, args=(signum,), name="hangwatch-run-signal",
+                         daemon=True).start()
+
+    def _forward(self, signum: int) -> None:
+        self.job.send(signum)
+        if self.job.wait(self.grace) is None:
+            self.job.stop(self.grace)
+
+    def _kill(self, signum: int) -> None:
+        self.job.send(signal.SIGKILL)
+
+
+def make_reporters(args: argparse.Namespace, err: TextIO) -> list[Reporter]:
+    """hangwatch's own lines go to stderr, plain: the job's stdout stays the job's, and a live
+    view would be torn by the job's output scrolling under it."""
+    if args.json:
+        from hangwatch.reporters.jsonl import JsonReporter
+
+        return [JsonReporter(err)]
+    from hangwatch.reporters.plain import PlainReporter
+
+    return [PlainReporter(err)]
+
+
+def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    argv = command_argv(args)
+    rules = load_rule_set(args.rules)  # a bad rule file is reported before the job starts
+    log_path = Path(args.log)
+    engine = Engine(rules, default_stall=args.stall, clock=SystemClock())
+    evidence = Evidence()
+    job: Job | None = None
+
+    # The job's tree is known exactly: the snapshot needs no discovery from the log.
+    snapshot = evidence_collector(rules, lambda: snapshot_options(
+        args, [], known_tree=job.known_pids() if job is not None else []))
+
+    def collect(stall: StallEvent) -> Any:
+        found = snapshot(stall)
+        evidence.snapshot = found[0]
+        return found
+
+    session = Session(engine, make_reporters(args, err),
+                      SessionOptions(report_dir=Path(args.report_dir), exit_on_stall=True),
+                      [str(log_path)], collect=collect if args.snapshot else None)
+    producer = Producer(session.queue)
+    try:
+        job = Job.start(argv, log_path=log_path, echo=terminal_echo(out, err),
+                        on_lines=lambda data: producer.put(Block(str(log_path), data)),
+                        on_done=lambda: producer.put(EndOfInput()),
+                        leftover_grace=args.grace)
+    except JobStartError as exc:
+        print(f"hangwatch: {exc}", file=err)
+        return exc.exit_status
+    interrupts = Interrupts(job, args.grace)
+    interrupts.install()
+    started = time.monotonic()
+    try:
+        watched = session.run()
+    finally:
+        producer.closed.set()
+        # A stall (or hangwatch itself failing) ends the job: none of it may outlive us.
+        job.stop(args.grace)
+        job.wait()
+        interrupts.restore()
+        session.close()
+    if job.stopped is not None:
+        print(f"hangwatch: ended the job: SIGTERM to {job.stopped.terminated} process(es)"
+              + (f", SIGKILL to {job.stopped.killed} still running after "
+                 f"{format_duration(args.grace)}" if job.stopped.killed else ""), file=err)
+    status = _status(watched, job, interrupts)
+    incident = session.incidents[-1] if session.incidents else None
+    _ci_outputs(args, argv, incident, engine, evidence, status, time.monotonic() - started, out)
+    return status
+
+
+def _status(watched: int, job: Job, interrupts: Interrupts) -> int:
+    if interrupts.received is not None:
+        return FORWARDED[signal.Signals(interrupts.received)]
+    if watched == ExitStatus.STALL:
+        return ExitStatus.STALL
+    status = job.wait(0)
+    return ExitStatus.USAGE if status is None else status
+
+
+def _ci_outputs(args: argparse.Namespace, argv: list[str], incident: Incident | None,
+                engine: Engine, evidence: Evidence, status: int, duration_s: float,
+                out: TextIO) -> None:
+    if incident is not None and os.environ.get("GITHUB_ACTIONS") == "true":
+        from hangwatch.reporters import github
+
+        github.report(incident, timeline=engine.timeline(), snapshot=evidence.snapshot,
+                      out=out, summary_path=os.environ.get("GITHUB_STEP_SUMMARY"))
+    if args.junit:
+        from hangwatch.reporters import junit
+
+        junit.write_junit(Path(args.junit), command=argv, incident=incident,
+                          exit_status=status, duration_s=duration_s, log_path=Path(args.log))

@@ -1,0 +1,88 @@
+"""`hangwatch snapshot`: the evidence a stall would collect, taken now.
+
+    hangwatch snapshot --log train.log          the processes writing train.log
+    hangwatch snapshot --pid 4242 --json        one process and its children, as JSON
+    hangwatch snapshot --match 'torchrun|ray::' by command line
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+from typing import Any, TextIO
+
+from rich.console import Console
+from rich.table import Table
+
+from hangwatch.core.evidence import process_label
+from hangwatch.errors import ExitStatus
+from hangwatch.snapshot import (
+    GPU_COLUMNS,
+    PROCESS_COLUMNS,
+    SnapshotOptions,
+    gpu_rows,
+    key_findings,
+    process_rows,
+    system_lines,
+    take_snapshot,
+)
+
+
+def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    if args.match:
+        try:
+            re.compile(args.match)
+        except re.error as exc:
+            err.write(f"hangwatch snapshot: --match {args.match!r} is not a valid regular "
+                      f"expression: {exc}\n")
+            return ExitStatus.USAGE
+    options = SnapshotOptions(pids=tuple(args.pid), match=args.match,
+                              log_paths=tuple(Path(p) for p in args.log),
+                              stacks=args.stacks, native=args.native)
+    snapshot = take_snapshot(options)
+    if args.json:
+        out.write(json.dumps(snapshot, indent=2, default=str) + "\n")
+    else:
+        # Off a terminal rich assumes 80 columns, too narrow for the process table.
+        width = None if out.isatty() else 120
+        render(snapshot, Console(file=out, highlight=False, width=width))
+    return ExitStatus.OK
+
+
+def render(snapshot: dict[str, Any], console: Console) -> None:
+    console.print("[bold]Key findings[/]")
+    for line in key_findings(snapshot):
+        console.print(f"  • {line}", markup=False)
+    # The command line goes with each stack below: a table column would fold it unreadably.
+    columns = [c for c in PROCESS_COLUMNS if c != "command"]
+    rows = [row[:len(columns)] for row in process_rows(snapshot)]
+    if rows:
+        console.print(_table("Processes", columns, rows))
+    if snapshot.get("gpus"):
+        console.print(_table("GPUs (* = a process of the job)", GPU_COLUMNS,
+                             gpu_rows(snapshot)))
+    console.print("[bold]System[/]")
+    for line in system_lines(snapshot.get("system", {})):
+        console.print(f"  {line}", markup=False)
+    for p in snapshot.get("processes", []):
+        if p.get("stack"):
+            console.print(f"\n[bold]{process_label(p)}[/]: ", end="")
+            console.print(" ".join(p.get("cmdline") or []), markup=False)
+            console.print(p["stack"], markup=False)
+    notes = snapshot.get("discovery", {}).get("notes", []) + [
+        f"{e['collector']}: {e['error']}" for e in snapshot.get("errors", [])]
+    if notes:
+        console.print("\n[bold]Notes[/]")
+        for note in notes:
+            console.print(f"  {note}", markup=False)
+
+
+def _table(title: str, columns: Any, rows: list[tuple[str, ...]]) -> Table:
+    table = Table(title=title, title_justify="left", title_style="bold")
+    for column in columns:
+        table.add_column(column, overflow="fold", no_wrap=column != "name")
+    for row in rows:
+        table.add_row(*row)
+    return table

@@ -1,0 +1,207 @@
+"""The incident report: one folder per stall that a person can read, paste into an issue, or
+feed to a tool.
+
+    <report_dir>/<UTC time>-<phase>/report.json  everything, machine-readable
+                                    report.md    the summary a person reads first
+                                    stacks.txt   every Python stack
+                                    log-tail.txt the log's last lines
+
+Files are written to a temporary name and renamed, so a reader never sees half a report; they
+are private to the user (0600 in a 0700 folder) since stacks and environments say a lot.
+Every string passes through the redactor on its way out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import re
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from hangwatch.collectors.redact import redact_text, redact_tree
+from hangwatch.core.durations import format_duration
+from hangwatch.core.events import Advice, StallEvent
+from hangwatch.core.evidence import process_label
+from hangwatch.snapshot import (
+    GPU_COLUMNS,
+    PROCESS_COLUMNS,
+    gpu_rows,
+    key_findings,
+    process_rows,
+    system_lines,
+)
+
+MD_LOG_LINES = 40  # the report's own excerpt; log-tail.txt has every line given
+MD_TIMELINE_ROWS = 30  # a training loop repeats its phases; report.json keeps them all
+
+
+def write_incident(report_dir: Path, *, stall: StallEvent, timeline: Sequence[dict[str, Any]],
+                   log_tail: Sequence[str], sources: Sequence[str],
+                   snapshot: dict[str, Any] | None, advice: Sequence[Advice]) -> Path:
+    """Write the four files into a new folder under `report_dir`; return that folder."""
+    snap = snapshot or {}
+    report: dict[str, Any] = redact_tree({
+        "stall": dataclasses.asdict(stall),
+        "timeline": [dict(entry) for entry in timeline],
+        "gpus": snap.get("gpus", []),
+        "processes": snap.get("processes", []),
+        "system": snap.get("system", {}),
+        "advice": [{"text": a.text, "because": a.because} for a in advice],
+        "sources": list(sources),
+        "discovery": snap.get("discovery", {}),
+        "nvml": snap.get("nvml"),
+        "key_findings": key_findings(snap) if snapshot is not None else [],
+        "snapshot_taken_at": snap.get("taken_at"),
+        "snapshot_errors": snap.get("errors", []),
+    })
+    folder = _new_folder(report_dir, stall)
+    tail = [redact_text(line.rstrip("\n")) for line in log_tail]
+    _write(folder / "report.json", json.dumps(report, indent=2, default=str) + "\n")
+    _write(folder / "report.md", render_markdown(report, tail, snapshot is not None))
+    _write(folder / "stacks.txt", render_stacks(report["processes"]))
+    _write(folder / "log-tail.txt", "".join(line + "\n" for line in tail))
+    return folder
+
+
+def _new_folder(report_dir: Path, stall: StallEvent) -> Path:
+    if not report_dir.exists():
+        report_dir.mkdir(parents=True, mode=0o700)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(stall.wall))
+    phase = re.sub(r"[^A-Za-z0-9_.-]+", "_", stall.phase or "unknown")
+    for n in range(1, 1000):
+        folder = report_dir / (f"{stamp}-{phase}" + (f"-{n}" if n > 1 else ""))
+        try:
+            folder.mkdir(mode=0o700)
+        except FileExistsError:
+            continue
+        folder.chmod(0o700)  # mkdir's mode is filtered by the umask
+        return folder
+    raise FileExistsError(f"too many incident folders named {stamp}-{phase} in {report_dir}")
+
+
+def _write(path: Path, text: str) -> None:
+    """Atomically: a temporary file (created 0600) in the same folder, renamed into place."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+# --- rendering ---------------------------------------------------------------------------------
+
+def render_stacks(processes: Sequence[dict[str, Any]]) -> str:
+    parts = []
+    for p in processes:
+        header = f"== {process_label(p)}: {' '.join(p.get('cmdline') or [])}".rstrip()
+        body = p.get("stack") or f"(no stack: {p.get('stack_error', 'unknown')})"
+        parts.append(f"{header}\n{body}\n")
+    return "\n".join(parts) if parts else "(no process of the job found)\n"
+
+
+def render_markdown(report: dict[str, Any], tail: Sequence[str], snapshot_taken: bool) -> str:
+    stall = report["stall"]
+    phase = stall.get("phase")
+    where = f"{stall.get('phase_title') or phase} (`{phase}`)" if phase else "no known phase"
+    out = [f"# Stall: {where}", ""]
+    out += [f"- **No progress for:** {format_duration(stall['idle_s'])} "
+            f"(threshold {format_duration(stall['threshold_s'])})",
+            f"- **Detected:** {_utc(stall['wall'])}",
+            f"- **Last completed phase:** {stall.get('last_completed') or 'none'}",
+            f"- **Sources:** {', '.join(f'`{s}`' for s in report['sources']) or 'none'}", ""]
+    out += _section("Key findings", [f"- {line}" for line in report["key_findings"]]
+                    or ["- (snapshots disabled)" if not snapshot_taken else "- none"])
+    out += _section("Advice", [f"{i}. {a['text']}\n   - *because:* {a['because']}"
+                               for i, a in enumerate(report["advice"], 1)] or ["none"])
+    signals = stall.get("signals") or []
+    if signals:
+        out += _section("Signals seen", [f"- `{s['id']}` ({s['severity']}) {s['source']}:"
+                                         f"{s['line']}: `{s['text']}`" for s in signals])
+    out += _section("Timeline", _timeline_table(report["timeline"]))
+    if snapshot_taken:
+        out += _section("Processes", _table(PROCESS_COLUMNS, process_rows(report)))
+        out += _section("Stacks", _stacks_md(report["processes"]))
+        out += _section("GPUs", _gpus_md(report))
+        out += _section("System", [f"- {line}" for line in system_lines(report["system"])]
+                        or ["(not collected)"])
+        notes = report["discovery"].get("notes", []) + [
+            f"{e['collector']}: {e['error']}" for e in report["snapshot_errors"]]
+        if notes:
+            out += _section("Collection notes", [f"- {n}" for n in notes])
+    out += _section(f"Log tail (last {min(len(tail), MD_LOG_LINES)} lines)",
+                    ["```text", *tail[-MD_LOG_LINES:], "```"])
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _section(title: str, body: Sequence[str]) -> list[str]:
+    return [f"## {title}", "", *body, ""]
+
+
+def _timeline_table(timeline: Sequence[dict[str, Any]]) -> list[str]:
+    """The engine's timeline entries (hangwatch/core/phases.py), newest last."""
+    if not timeline:
+        return ["(no phase seen)"]
+    shown = timeline[-MD_TIMELINE_ROWS:]
+    rows = []
+    for entry in shown:
+        duration = entry.get("duration_s")
+        started = entry.get("started_wall")
+        rows.append((
+            f"{entry.get('title') or entry.get('phase')} (`{entry.get('phase')}`)",
+            str(entry.get("state", "")),
+            _utc(started) if isinstance(started, (int, float)) else "",
+            format_duration(duration) if isinstance(duration, (int, float)) else "",
+            f"{Path(str(entry.get('source', ''))).name}:{entry.get('line', '')}",
+        ))
+    lines = _table(("phase", "state", "started (UTC)", "took", "where"), rows)
+    if len(timeline) > len(shown):
+        lines.append(f"\n({len(timeline) - len(shown)} earlier entries in report.json)")
+    return lines
+
+
+def _stacks_md(processes: Sequence[dict[str, Any]]) -> list[str]:
+    lines: list[str] = []
+    for p in processes:
+        if p.get("stack"):
+            lines += [f"### {process_label(p)}", "", "```text", p["stack"], "```", ""]
+        elif "not a Python process" not in (p.get("stack_error") or ""):
+            lines.append(f"- {process_label(p)}: no stack: {p.get('stack_error')}")
+    return lines[:-1] if lines and lines[-1] == "" else lines or ["(no Python process)"]
+
+
+def _gpus_md(report: dict[str, Any]) -> list[str]:
+    nvml = report.get("nvml") or {}
+    lines = [] if nvml.get("status") == "ok" else [
+        f"NVML: **{nvml.get('status', 'unknown')}**: {nvml.get('detail', '')}", ""]
+    if report["gpus"]:
+        lines += _table(GPU_COLUMNS, gpu_rows(report))
+        lines.append("\n`*`: a process of the job")
+    return lines or ["(no GPU)"]
+
+
+def _table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    if not rows:
+        return ["(none)"]
+    return ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns),
+            *("| " + " | ".join(_cell(c) for c in row) + " |" for row in rows)]
+
+
+def _cell(value: Any) -> str:
+    text = "" if value is None else str(value)
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _utc(wall: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(wall))

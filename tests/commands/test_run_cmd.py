@@ -1,0 +1,214 @@
+"""`hangwatch run`: exit statuses, the CI outputs, and signals sent to hangwatch itself."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import psutil
+import pytest
+
+from hangwatch.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def write_job(tmp_path: Path, body: str) -> Path:
+    script = tmp_path / "job.py"
+    script.write_text(textwrap.dedent(body))
+    return script
+
+
+def run(tmp_path: Path, *args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    status = main(["run", "--log", str(tmp_path / "job.log"), "--report-dir",
+                   str(tmp_path / "reports"), *args], out, err)
+    return status, out.getvalue(), err.getvalue()
+
+
+STALLS = """
+    import os, sys, time
+    open(sys.argv[1], "w").write(str(os.getpid()))
+    print("step 1 loss 0.9")
+    time.sleep(60)
+"""
+
+
+def gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+@pytest.mark.parametrize("argv", [[], ["--"]])
+def test_no_command_is_a_usage_error(tmp_path, argv):
+    status, _, err = run(tmp_path, *argv)
+    assert status == 2
+    assert "no command given" in err
+
+
+def test_a_command_that_is_not_found_exits_127_with_a_message(tmp_path):
+    status, _, err = run(tmp_path, "--", "no-such-command-hangwatch")
+    assert status == 127
+    assert "hangwatch: command not found: no-such-command-hangwatch" in err
+
+
+def test_a_bad_rule_file_is_reported_before_the_job_starts(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("pack: bad\nphases:\n  - id: Bad Id\n    start: 'x'\n")
+    marker = tmp_path / "started"
+    status, _, err = run(tmp_path, "--rules", str(bad), "--", sys.executable, "-c",
+                         f"open({str(marker)!r}, 'w')")
+    assert status == 2
+    assert "bad.yaml" in err
+    assert not marker.exists()
+
+
+def test_the_jobs_status_output_and_log_pass_through_and_check_reads_the_log(tmp_path):
+    job = write_job(tmp_path, """
+        import sys
+        print("[rank0] calling init_process_group(backend=gloo, world_size=2)")
+        print("a warning", file=sys.stderr)
+        print("step 1 loss 0.5")
+        raise SystemExit(7)
+    """)
+    status, out, err = run(tmp_path, "--stall", "30s", "--", sys.executable, str(job))
+    assert status == 7
+    assert "step 1 loss 0.5\n" in out
+    assert "a warning\n" in err
+    assert "STALL" not in err
+    log = (tmp_path / "job.log").read_text().splitlines()
+    # Two pipes carry no order between them: stdout's own order is kept, stderr joins it.
+    assert [line for line in log if line != "a warning"] == [
+        "[rank0] calling init_process_group(backend=gloo, world_size=2)", "step 1 loss 0.5"]
+    assert "a warning" in log
+    check_out = io.StringIO()
+    assert main(["check", "--json", str(tmp_path / "job.log")], check_out, io.StringIO()) == 0
+    assert sum(json.loads(check_out.getvalue())["lines"].values()) == 3
+
+
+def test_a_stall_exits_3_reports_and_ends_the_job(tmp_path):
+    pid_file = tmp_path / "pid"
+    job = write_job(tmp_path, STALLS)
+    started = time.monotonic()
+    status, out, err = run(tmp_path, "--stall", "1s", "--grace", "0.5s", "--no-snapshot",
+                           "--", sys.executable, str(job), str(pid_file))
+    assert status == 3
+    assert time.monotonic() - started < 8
+    assert "step 1 loss 0.9" in out
+    assert "STALL: no progress for 1s" in err
+    assert "hangwatch: ended the job: SIGTERM to 1 process(es)" in err
+    assert gone(int(pid_file.read_text()))
+    assert list((tmp_path / "reports").iterdir())
+
+
+def test_junit_fails_on_a_stall_and_passes_otherwise(tmp_path):
+    job = write_job(tmp_path, STALLS)
+    xml = tmp_path / "junit" / "hangwatch.xml"
+    status, _, _ = run(tmp_path, "--stall", "1s", "--grace", "0.5s", "--no-snapshot",
+                       "--junit", str(xml), "--", sys.executable, str(job),
+                       str(tmp_path / "pid"))
+    assert status == 3
+    suite = ET.parse(xml).getroot().find("testsuite")
+    assert suite is not None and suite.get("failures") == "1"
+    failure = suite.find("testcase/failure")
+    assert failure is not None
+    assert failure.get("message", "").startswith("stalled in no known phase: no progress")
+    assert "step 1 loss 0.9" in (suite.findtext("testcase/system-out") or "")
+    props = {p.get("name"): p.get("value") for p in suite.iter("property")}
+    assert props["exit_status"] == "3"
+
+    status, _, _ = run(tmp_path, "--junit", str(xml), "--", sys.executable, "-c", "print(1)")
+    assert status == 0
+    suite = ET.parse(xml).getroot().find("testsuite")
+    assert suite is not None and suite.get("failures") == "0"
+    assert suite.find("testcase/failure") is None
+
+
+def test_under_github_actions_a_stall_is_annotated_and_summarized(tmp_path, monkeypatch):
+    summary = tmp_path / "summary.md"
+    summary.write_text("earlier step\n")
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    job = write_job(tmp_path, """
+        import time
+        print("Starting training loop")
+        time.sleep(60)
+    """)
+    status, out, _ = run(tmp_path, "--stall", "1s", "--grace", "0.5s", "--no-snapshot", "--",
+                         sys.executable, str(job))
+    assert status == 3
+    [annotation] = [line for line in out.splitlines() if line.startswith("::error ")]
+    assert annotation.startswith("::error title=hangwatch%3A stall in Training loop (train_loop)::")
+    assert "No progress for 1s" in annotation
+    text = summary.read_text()
+    assert text.startswith("earlier step\n## hangwatch: stalled in Training loop (train_loop)")
+    assert "### Phase timeline" in text
+    assert "### Advice" in text
+
+
+def test_without_github_actions_there_is_no_annotation(tmp_path, monkeypatch):
+    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+    status, out, _ = run(tmp_path, "--stall", "1s", "--grace", "0.5s", "--no-snapshot", "--",
+                         sys.executable, str(write_job(tmp_path, STALLS)), str(tmp_path / "p"))
+    assert status == 3
+    assert "::error" not in out
+
+
+# --- signals sent to hangwatch: a real hangwatch process --------------------------------
+
+HANDLES_SIGNALS = """
+    import os, signal, sys, time
+    open(sys.argv[1], "w").write(str(os.getpid()))
+    def bye(signum, frame):
+        print(f"job got {signal.Signals(signum).name}", flush=True)
+        sys.exit(1)
+    signal.signal(signal.SIGINT, bye)
+    if sys.argv[2] == "ignore-term":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    print("ready", flush=True)
+    time.sleep(60)
+"""
+
+
+def start_hangwatch(tmp_path: Path, mode: str) -> tuple[subprocess.Popen[str], Path]:
+    job = write_job(tmp_path, HANDLES_SIGNALS)
+    pid_file = tmp_path / "pid"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hangwatch", "run", "--stall", "60s", "--grace", "1s",
+         "--log", str(tmp_path / "job.log"), "--", sys.executable, str(job), str(pid_file),
+         mode], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == "ready\n"
+    return proc, pid_file
+
+
+def test_ctrl_c_is_passed_to_the_job_and_hangwatch_exits_130(tmp_path):
+    proc, pid_file = start_hangwatch(tmp_path, "default")
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 130, err
+    assert "job got SIGINT" in out
+    assert gone(int(pid_file.read_text()))
+
+
+def test_sigterm_is_passed_on_and_a_job_ignoring_it_is_killed_after_the_grace(tmp_path):
+    proc, pid_file = start_hangwatch(tmp_path, "ignore-term")
+    started = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 143, err
+    assert 1.0 <= time.monotonic() - started < 10
+    assert "SIGKILL to 1 still running" in err
+    assert gone(int(pid_file.read_text()))

@@ -1,0 +1,170 @@
+"""`hangwatch run` as a CI gate over real jobs that really hang: PyTorch distributed on CPU,
+a multiprocessing deadlock, a launcher printing only noise; and jobs that must pass through.
+
+Every job process appends its pid to $JOB_PIDS_FILE, so each test can check that none of
+them outlives hangwatch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+JOBS = Path(__file__).resolve().parent / "jobs"
+SLACK_S = 6.0  # stall detection to exit: the snapshot (py-spy, NVML probe) and the 1 s grace
+
+
+@dataclass
+class Run:
+    status: int
+    stdout: str
+    stderr: str
+    quiet_s: float  # from the job's last output line to hangwatch's exit
+    pids: list[int]
+    dir: Path
+
+    def report(self) -> dict[str, Any]:
+        [report] = (self.dir / "reports").glob("*/report.json")
+        return json.loads(report.read_text())
+
+    def stacks(self) -> list[str]:
+        return [p["stack"] for p in self.report()["processes"] if p.get("stack")]
+
+    def leftovers(self) -> list[int]:
+        left = []
+        for pid in self.pids:
+            try:
+                if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                    left.append(pid)
+            except psutil.NoSuchProcess:
+                pass
+        return left
+
+
+def hangwatch_run(tmp_path: Path, job: str, *job_args: str, stall: str = "3s",
+                  options: tuple[str, ...] = (), env: dict[str, str] | None = None,
+                  timeout: float = 60) -> Run:
+    pids_file = tmp_path / "pids"
+    child_env = {**os.environ, "JOB_PIDS_FILE": str(pids_file), **(env or {}),
+                 "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hangwatch", "run", "--stall", stall, "--grace", "1s", *options,
+         "--", sys.executable, str(JOBS / job), *job_args],
+        cwd=tmp_path, env=child_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    last_line = [time.monotonic()]
+    stderr_chunks: list[bytes] = []
+    reader = threading.Thread(target=lambda: stderr_chunks.extend(proc.stderr or []))
+    reader.start()
+    stdout_lines = []
+    for line in proc.stdout:
+        stdout_lines.append(line)
+        last_line[0] = time.monotonic()
+    try:
+        status = proc.wait(timeout=timeout)
+    finally:
+        proc.kill()
+    reader.join()
+    pids = [int(p) for p in pids_file.read_text().split()] if pids_file.exists() else []
+    return Run(status, b"".join(stdout_lines).decode(errors="replace"),
+               b"".join(stderr_chunks).decode(errors="replace"),
+               time.monotonic() - last_line[0], pids, tmp_path)
+
+
+# --- PyTorch distributed on CPU (gloo) ------------------------------------------------------
+
+
+def test_ddp_rank_skipping_all_reduce_fails_fast_with_the_blocked_ranks_stack(tmp_path):
+    pytest.importorskip("torch")
+    summary = tmp_path / "summary.md"
+    run = hangwatch_run(tmp_path, "ddp_skip_allreduce.py", "--skip-at", "3", stall="5s",
+                        options=("--junit", "junit.xml"),
+                        env={"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary)})
+    assert run.status == 3, run.stderr
+    assert run.quiet_s < 5 + SLACK_S
+    assert "step 2 loss" in run.stdout and "step 3 loss" not in run.stdout
+    stall = run.report()["stall"]
+    assert stall["phase"] == "train_loop"
+    assert any("all_reduce (torch/distributed/distributed_c10d.py" in s for s in run.stacks())
+    assert len(run.pids) == 3  # the launcher and two ranks
+    assert run.leftovers() == []
+    # the CI outputs: an annotation, a step summary naming the blocked frame, a failed case
+    assert "::error title=hangwatch%3A stall in Training loop (train_loop)::" in run.stdout
+    text = summary.read_text()
+    assert "## hangwatch: stalled in Training loop (train_loop)" in text
+    assert "`all_reduce (torch/distributed/distributed_c10d.py" in text
+    failure = ET.parse(tmp_path / "junit.xml").getroot().find("testsuite/testcase/failure")
+    assert failure is not None and "train_loop" in failure.get("message", "")
+
+
+def test_rank_that_never_joins_stalls_in_distributed_init(tmp_path):
+    pytest.importorskip("torch")
+    run = hangwatch_run(tmp_path, "dist_missing_rank.py", stall="4s")
+    assert run.status == 3, run.stderr
+    assert run.quiet_s < 4 + SLACK_S
+    report = run.report()
+    assert report["stall"]["phase"] == "dist_init"
+    advice = " ".join(a["text"] for a in report["advice"])
+    assert "MASTER_ADDR" in advice and "MASTER_PORT" in advice
+    assert any("init_process_group" in s for s in run.stacks())
+    assert run.leftovers() == []
+
+
+# --- plain Python hangs ---------------------------------------------------------------------
+
+
+def test_multiprocessing_deadlock_is_caught_and_every_worker_ended(tmp_path):
+    run = hangwatch_run(tmp_path, "mp_deadlock.py")
+    assert run.status == 3, run.stderr
+    assert run.quiet_s < 3 + SLACK_S
+    assert "worker A: holding its first lock" in run.stdout
+    workers = [s for s in run.stacks() if "worker (" in s and "mp_deadlock.py" in s]
+    assert len(workers) == 2
+    assert len(run.pids) == 3
+    assert run.leftovers() == []
+
+
+def test_waiting_for_workers_forever_is_noise_not_progress(tmp_path):
+    run = hangwatch_run(tmp_path, "waiting_forever.py", stall="2s",
+                        options=("--no-snapshot",))
+    assert run.status == 3, run.stderr
+    assert run.stdout.count("Waiting for 2 workers...") >= 4  # it never stopped printing
+    assert "STALL" in run.stderr
+
+
+def test_processes_that_leave_the_group_or_ignore_sigterm_do_not_survive(tmp_path):
+    run = hangwatch_run(tmp_path, "escaping_tree.py", stall="2s", options=("--no-snapshot",))
+    assert run.status == 3, run.stderr
+    assert len(run.pids) == 4  # root, stubborn child, its setsid grandchild, the daemon
+    assert run.leftovers() == []
+    assert "SIGKILL to" in run.stderr
+
+
+# --- jobs that must pass through untouched ------------------------------------------------
+
+
+def test_healthy_job_printing_every_second_is_never_flagged(tmp_path):
+    run = hangwatch_run(tmp_path, "healthy.py", "--seconds", "5", "--every", "1", stall="2s")
+    assert run.status == 0, run.stderr
+    assert "step 5 loss" in run.stdout
+    assert "STALL" not in run.stderr
+    assert not (tmp_path / "reports").exists()
+
+
+@pytest.mark.parametrize(("args", "status"), [(("--exit", "7"), 7),
+                                              (("--die-by", "SIGKILL"), 137)])
+def test_the_jobs_own_exit_status_passes_through(tmp_path, args, status):
+    run = hangwatch_run(tmp_path, "healthy.py", "--seconds", "0.2", *args)
+    assert run.status == status, run.stderr

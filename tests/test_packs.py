@@ -1,0 +1,200 @@
+"""The built-in rule packs against real-looking logs of the frameworks they describe.
+
+Each pack has log excerpts under tests/fixtures/packs/<pack>/ in the formats real jobs print
+(timestamps, Ray's `(Actor pid=N)` prefixes, NCCL's `host:pid:tid [rank]` prefix, tqdm `\\r`
+redraws), and expected.yaml says where `hangwatch check` must place each one. A pack's rules
+must all be hit by its own excerpts and by no other framework's (a pack may hit the lines of
+the packs it extends, and a rule that overrides an ancestor's rule inherits its lines).
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import json
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import regex
+import yaml
+
+from hangwatch.cli import main
+from hangwatch.config import load_builtin_packs, load_rule_set
+from hangwatch.core.clock import FakeClock
+from hangwatch.core.engine import Engine
+from hangwatch.core.lines import LineSplitter
+from hangwatch.core.model import RulePack
+
+FIXTURES = Path(__file__).parent / "fixtures" / "packs"
+EXPECTED: dict[str, dict[str, str | None]] = yaml.safe_load(
+    (FIXTURES / "expected.yaml").read_text(encoding="utf-8"))
+
+
+@functools.cache
+def packs() -> dict[str, RulePack]:
+    return {p.name: p for p in load_builtin_packs()}
+
+
+def line_packs() -> list[str]:
+    """Packs with rules that match lines (not the evidence-only diagnoses pack)."""
+    return sorted(n for n, p in packs().items() if any(True for _ in patterns(p)))
+
+
+def patterns(pack: RulePack) -> Iterator[tuple[str, str, str]]:
+    for phase in pack.phases:
+        yield "phase-start", phase.id, phase.start
+        if phase.done:
+            yield "phase-done", phase.id, phase.done
+    for kind, rules in (("signal", pack.signals), ("noise", pack.noise),
+                        ("progress", pack.progress), ("finish", pack.finish)):
+        for rule in rules:
+            yield kind, rule.id, rule.match
+
+
+def ancestors(name: str) -> set[str]:
+    """The pack and every pack it extends, transitively."""
+    seen: set[str] = set()
+    todo = [name]
+    while todo:
+        current = todo.pop()
+        if current not in seen:
+            seen.add(current)
+            todo.extend(packs()[current].extends)
+    return seen
+
+
+def fixtures(pack: str | None = None) -> list[Path]:
+    root = FIXTURES / pack if pack else FIXTURES
+    return sorted(root.rglob("*.log"))
+
+
+def fixture_id(path: Path) -> str:
+    return path.relative_to(FIXTURES).as_posix()
+
+
+@functools.cache
+def lines_of(path: Path) -> tuple[str, ...]:
+    """The lines as the follower delivers them: `\\r` redraws are lines of their own."""
+    splitter = LineSplitter()
+    data = splitter.push(path.read_bytes()) + splitter.flush()
+    return tuple(line.decode("utf-8", "replace") for line in data.split(b"\n")[:-1])
+
+
+@functools.cache
+def compiled(pattern: str) -> regex.Pattern[str]:
+    return regex.compile(pattern)
+
+
+def hits(pattern: str, path: Path) -> list[str]:
+    return [line for line in lines_of(path) if compiled(pattern).search(line)]
+
+
+def feed(path: Path) -> Engine:
+    engine = Engine(load_rule_set(), default_stall=600.0, clock=FakeClock())
+    splitter = LineSplitter()
+    engine.feed_block(str(path), splitter.push(path.read_bytes()) + splitter.flush())
+    return engine
+
+
+# --- the packs themselves ---------------------------------------------------------------------
+
+
+def test_every_builtin_pack_loads_and_ids_are_unique_unless_an_extending_pack_overrides():
+    rules = load_rule_set()
+    assert {p.name for p in rules.packs} >= {
+        "python", "hf-datasets", "ray", "torch-distributed", "jax-distributed", "vllm",
+        "sglang", "lightning", "deepspeed", "megatron", "verl-gkd"}
+    owners: dict[str, str] = {}
+    for pack in packs().values():
+        for kind in ("phases", "signals", "noise", "progress", "finish", "diagnoses"):
+            for rule in getattr(pack, kind):
+                first = owners.setdefault(rule.id, pack.name)
+                assert first == pack.name or first in ancestors(pack.name), (
+                    f"{rule.id} in {pack.name} and {first}")
+
+
+def test_every_phase_has_advice_and_every_warning_or_error_signal_too():
+    for pack in packs().values():
+        for phase in pack.phases:
+            assert phase.advice, f"{pack.name}: phase {phase.id} has no advice"
+        for signal in pack.signals:
+            assert signal.severity == "info" or signal.advice, (
+                f"{pack.name}: signal {signal.id} has no advice")
+
+
+def test_no_pattern_matches_an_empty_line_or_starts_with_dot_star():
+    for pack in packs().values():
+        for kind, rule_id, pattern in patterns(pack):
+            assert not compiled(pattern).search(""), f"{rule_id} {kind} matches every line"
+            assert not pattern.startswith((".*", "(.*")), f"{rule_id} {kind} starts with .*"
+
+
+def test_every_pack_has_fixtures_and_every_fixture_an_expected_verdict():
+    for name in line_packs():
+        assert fixtures(name), f"no fixture logs for pack {name}"
+    assert sorted(EXPECTED) == sorted(fixture_id(p) for p in fixtures())
+
+
+def test_dist_init_advice_names_the_rendezvous_variables():
+    phase = load_rule_set().phase("dist_init")
+    assert phase is not None
+    advice = " ".join(phase.advice)
+    for word in ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "rank"):
+        assert word in advice
+
+
+# --- fixtures: coverage and isolation ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", line_packs())
+def test_every_rule_of_a_pack_is_hit_by_its_own_fixtures(name: str):
+    logs = fixtures(name)
+    missed = [f"{kind} {rule_id}: {pattern}" for kind, rule_id, pattern in patterns(packs()[name])
+              if not any(hits(pattern, log) for log in logs)]
+    assert not missed, "\n".join(missed)
+
+
+@pytest.mark.parametrize("path", fixtures(), ids=fixture_id)
+def test_no_rule_hits_the_lines_of_another_framework(path: Path):
+    own = path.relative_to(FIXTURES).parts[0]
+    allowed = ancestors(own)
+    inherited = {rule_id for n in allowed for _, rule_id, _ in patterns(packs()[n])}
+    fights = [f"{name} {kind} {rule_id} <- {line.strip()[:120]}"
+              for name in line_packs() if name not in allowed
+              for kind, rule_id, pattern in patterns(packs()[name]) if rule_id not in inherited
+              for line in hits(pattern, path)]
+    assert not fights, "\n".join(fights)
+
+
+# --- fixtures: where hangwatch places each log ---------------------------------------------------
+
+
+@pytest.mark.parametrize("path", fixtures(), ids=fixture_id)
+def test_engine_places_each_fixture_in_its_expected_phase(path: Path):
+    expected = EXPECTED[fixture_id(path)]
+    state = feed(path).state()
+    assert (state["phase"], state["last_completed"]) == (expected["phase"],
+                                                         expected["last_completed"])
+    assert state["finished"] == (expected["verdict"] == "finished")
+
+
+@pytest.mark.parametrize("path", fixtures(), ids=fixture_id)
+def test_check_command_gives_each_fixture_its_verdict_phase_and_last_completed(
+        path: Path, tmp_path: Path):
+    log = tmp_path / path.name
+    shutil.copy(path, log)
+    hour_ago = time.time() - 3600
+    os.utime(log, (hour_ago, hour_ago))  # quiet for longer than any stall threshold
+    out, err = io.StringIO(), io.StringIO()
+    status = main(["check", str(log), "--json"], out, err)
+    data = json.loads(out.getvalue())
+    expected = EXPECTED[fixture_id(path)]
+    assert (data["verdict"], data["phase"], data["last_completed"]) == (
+        expected["verdict"], expected["phase"], expected["last_completed"]), err.getvalue()
+    assert status == (3 if expected["verdict"] == "stalled" else 0)
+    if expected["verdict"] == "stalled":
+        assert data["advice"]
