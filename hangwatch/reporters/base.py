@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from hangwatch.core.events import Event, Incident, Notice
+from hangwatch.core.events import Advice, Event, Incident, Notice
 
 
 @dataclass(frozen=True)
@@ -32,5 +32,12 @@ class Reporter(Protocol):
     def close(self) -> None: ...
 
 
-def advice_lines(incident: Incident) -> Sequence[str]:
-    return [f"{a.text}  (because: {a.because})" for a in incident.advice]
+def advice_groups(advice: Sequence[Advice]) -> list[tuple[str, list[str]]]:
+    """Advice grouped by the evidence that chose it, in order, so each reason is said once."""
+    groups: list[tuple[str, list[str]]] = []
+    for item in advice:
+        if groups and groups[-1][0] == item.because:
+            groups[-1][1].append(item.text)
+        else:
+            groups.append((item.because, [item.text]))
+    return groups

@@ -17,7 +17,7 @@ from rich.text import Text
 
 from hangwatch.core.durations import format_duration
 from hangwatch.core.events import Event, Incident, Notice, StallEvent
-from hangwatch.reporters.base import View
+from hangwatch.reporters.base import View, advice_groups
 from hangwatch.reporters.plain import describe
 
 TIMELINE_ROWS = 8
@@ -132,7 +132,8 @@ class ConsoleReporter:
             body.append(f"- {finding}\n", style="yellow")
         if incident.advice:
             body.append("\nadvice\n", style="bold")
-        for item in incident.advice:
-            body.append(f"* {item.text}\n")
-            body.append(f"  because {item.because}\n", style="dim")
+        for because, texts in advice_groups(incident.advice):
+            for text in texts:
+                body.append(f"* {text}\n")
+            body.append(f"  because {because}\n", style="dim")
         return Panel(body, title="STALL", title_align="left", border_style="bold red")

@@ -16,7 +16,7 @@ from hangwatch.core.events import (
     RecoveredEvent,
     SignalEvent,
 )
-from hangwatch.reporters.base import View
+from hangwatch.reporters.base import View, advice_groups
 
 
 def describe(event: Event) -> str:
@@ -47,7 +47,9 @@ def describe_incident(incident: Incident) -> list[str]:
     if incident.report:
         lines.append(f"  report:            {incident.report}")
     lines += [f"  finding: {f}" for f in incident.findings]
-    lines += [f"  advice: {a.text}\n          because: {a.because}" for a in incident.advice]
+    for because, texts in advice_groups(incident.advice):
+        lines += [f"  advice: {text}" for text in texts]
+        lines.append(f"          because: {because}")
     return lines
 
 
