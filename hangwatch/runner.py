@@ -3,8 +3,9 @@ lines on as they arrive, know every process it ever started, and end all of them
 
 The job gets pipes, not our terminal: hangwatch sees every byte first, so a stall is judged on
 exactly what the job wrote, with no file in between. Its process tree is polled about once a
-second and every descendant ever seen is remembered, so a grandchild that called setsid (and
-left the process group) is still signalled at the end.
+second and every process of it ever seen is remembered, so a grandchild that called setsid (and
+left the process group) is still signalled at the end; with `adopt_orphans()` even a daemon
+whose parent exited before any poll comes back to us as our child.
 """
 
 from __future__ import annotations
@@ -99,6 +100,7 @@ class Job:
         self.pid = proc.pid
         self.returncode: int | None = None  # Popen's: negative for a signal
         self.stopped: Stopped | None = None  # how the job was last ended by us, if it was
+        self.log_error: str | None = None  # why the log stopped being written, if it did
         self._log = log
         self._echo = echo
         self._on_lines = on_lines
@@ -282,7 +284,8 @@ class Job:
             for pipe in (self.proc.stdout, self.proc.stderr):
                 if pipe is not None:
                     pipe.close()
-            self._log.close()
+            with contextlib.suppress(OSError):
+                self._log.close()
             self._drained.set()
 
     def _read_until_closed(self) -> None:
@@ -306,8 +309,13 @@ class Job:
     def _lines(self, data: bytes) -> None:
         if not data:
             return
-        self._log.write(data)
-        self._log.flush()
+        if self.log_error is None:
+            # A full disk loses the log, not the job: echo and the stall watch go on.
+            try:
+                self._log.write(data)
+                self._log.flush()
+            except OSError as exc:
+                self.log_error = f"{self._log.name}: {exc.strerror or exc}"
         self._on_lines(data)
 
 

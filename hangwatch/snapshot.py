@@ -48,7 +48,9 @@ def take_snapshot(options: SnapshotOptions) -> dict[str, Any]:
         return max(0.0, deadline - time.monotonic())
 
     errors: list[dict[str, str]] = []
-    gpus_job = Background(lambda: collect_gpus(options.nvml_timeout), "nvml")
+    # NVML gets no more than the snapshot's own bound, so its probe is killed before we return.
+    nvml_timeout = max(0.5, min(options.nvml_timeout, options.total_timeout - 0.5))
+    gpus_job = Background(lambda: collect_gpus(nvml_timeout), "nvml")
     system_job = Background(lambda: collect_system(options.log_paths), "system")
     discovery_job = Background(lambda: discover(
         pids=options.pids, known_tree=options.known_tree, log_paths=options.log_paths,
@@ -179,6 +181,13 @@ def key_findings(snapshot: dict[str, Any]) -> list[str]:
         if found.get(key, ("",))[0] == "full":
             lines.append(f"{key} full: {found[key][1]}")
     return lines
+
+
+def collection_notes(snapshot: dict[str, Any], shown: Sequence[str] = ()) -> list[str]:
+    """How discovery went and what did not answer, less what the key findings already say."""
+    notes = snapshot.get("discovery", {}).get("notes", []) + [
+        f"{e['collector']}: {e['error']}" for e in snapshot.get("errors", [])]
+    return [note for note in notes if note not in shown]
 
 
 def _gpu_line(gpu: dict[str, Any]) -> str:

@@ -93,7 +93,7 @@ def test_rules_folder_loads_every_yaml_file(tmp_path: Path):
 def test_duplicate_id_between_builtin_packs_is_an_error():
     a = load_pack_text("pack: a\nnoise:\n  - id: same\n    match: x\n", "a.yaml", builtin=True)
     b = load_pack_text("pack: b\nnoise:\n  - id: same\n    match: y\n", "b.yaml", builtin=True)
-    with pytest.raises(ConfigErrors, match="b.yaml:3: rule same: duplicate id 'same'"):
+    with pytest.raises(ConfigErrors, match=r"b\.yaml:3: rule same: duplicate id 'same'"):
         RuleSet([a, b])
 
 

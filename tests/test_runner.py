@@ -67,14 +67,14 @@ def jobs(tmp_path: Path) -> Iterator[list[Job]]:
         assert job.wait(10) is not None
 
 
-def start(jobs: list[Job], tmp_path: Path, script: str, *args: str,
-          grace: float = 1.0) -> tuple[Job, Capture]:
+def start(jobs: list[Job], tmp_path: Path, script: str, *args: str, grace: float = 1.0,
+          env: dict[str, str] | None = None) -> tuple[Job, Capture]:
     cap = Capture()
     path = tmp_path / f"job{len(jobs)}.py"
     path.write_text(textwrap.dedent(script))
     job = Job.start([PY, str(path), *args], log_path=tmp_path / "out.log", echo=cap.echo,
                     on_lines=cap.on_lines, on_done=cap.done.set, leftover_grace=grace,
-                    poll_s=0.2)
+                    poll_s=0.2, env=env)
     jobs.append(job)
     return job, cap
 
@@ -111,11 +111,12 @@ def test_output_is_echoed_unchanged_and_logged_and_handed_on_in_order(jobs, tmp_
 
 
 def test_python_output_without_flush_arrives_while_the_job_runs(jobs, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
     job, cap = start(jobs, tmp_path, """
         import time
         print("step 1 loss 0.5")  # no flush: a pipe would hold it in Python's buffer
         time.sleep(30)
-    """)
+    """, env=env)
     assert cap.wait_for("step 1 loss 0.5", timeout=5)
     assert not job.exited()
 
@@ -295,3 +296,14 @@ def test_a_closed_terminal_does_not_stop_the_log(jobs, tmp_path):
     jobs.append(job)
     assert job.wait(10) == 0
     assert (tmp_path / "out.log").read_text() == "still logged\n"
+
+
+def test_a_full_disk_loses_the_log_but_not_the_output_or_the_watch(jobs, tmp_path):
+    cap = Capture()
+    job = Job.start([PY, "-c", "print('one'); print('two')"], log_path=Path("/dev/full"),
+                    echo=cap.echo, on_lines=cap.on_lines)
+    jobs.append(job)
+    assert job.wait(10) == 0
+    assert cap.text() == "one\ntwo\n"
+    assert cap.raw("stdout") == b"one\ntwo\n"
+    assert job.log_error is not None and "/dev/full" in job.log_error

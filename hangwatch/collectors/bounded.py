@@ -8,6 +8,8 @@ a child stuck in uninterruptible sleep cannot be waited for.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import subprocess
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -15,6 +17,11 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
+
+# Children still running, killed if we exit first (Ctrl-C during a snapshot): a probe that
+# outlived us would wait on a wedged driver forever.
+_running: set[subprocess.Popen[str]] = set()
+_running_lock = threading.Lock()
 
 
 class Background(Generic[T]):
@@ -63,6 +70,8 @@ def run_command(argv: Sequence[str], timeout: float,
                                 env=dict(env) if env is not None else None)
     except OSError as exc:
         return CommandResult(None, "", "", start_error=str(exc))
+    with _running_lock:
+        _running.add(proc)
     try:
         out, err = proc.communicate(timeout=max(0.01, timeout))
     except subprocess.TimeoutExpired:
@@ -71,6 +80,7 @@ def run_command(argv: Sequence[str], timeout: float,
         # on a daemon thread instead of waiting here.
         threading.Thread(target=_reap, args=(proc,), name="hangwatch-reap", daemon=True).start()
         return CommandResult(None, "", "", timed_out=True)
+    _forget(proc)
     return CommandResult(proc.returncode, out, err)
 
 
@@ -79,3 +89,17 @@ def _reap(proc: subprocess.Popen[str]) -> None:
     for stream in (proc.stdout, proc.stderr):
         if stream is not None:
             stream.close()
+    _forget(proc)
+
+
+def _forget(proc: subprocess.Popen[str]) -> None:
+    with _running_lock:
+        _running.discard(proc)
+
+
+@atexit.register
+def _kill_running() -> None:
+    with _running_lock:
+        for proc in _running:
+            with contextlib.suppress(OSError):
+                proc.kill()

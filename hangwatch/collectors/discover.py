@@ -20,9 +20,10 @@ from typing import Any
 
 import psutil
 
+from hangwatch.collectors.procs import is_python
+
 # Priority when one process is found several ways: the first way named here wins.
 FOUND_BY = ("pid", "run-child", "log-writer", "group-of-writer", "match", "descendant")
-_PYTHON_COMM = re.compile(r"python|pypy|ray::", re.I)
 MAX_PROCESSES = 256
 _HELPER = re.compile(r"hangwatch\.collectors\.nvml_probe|(?:^|/)py-spy ")
 
@@ -214,7 +215,7 @@ def _feeders(writer: Found, procfs: ProcFS, table: dict[int, ProcEntry]) -> list
     """A writer like `tee` relays its stdin: the job is whoever writes into that pipe, looked
     for in the writer's session; if the pipe cannot be traced, the writer's process group."""
     me = table.get(writer.pid)
-    if me is None or _PYTHON_COMM.search(me.comm):
+    if me is None or is_python({"name": me.comm}):
         return []
     stdin = procfs.fd_links(writer.pid).get(0, "")
     if not stdin.startswith("pipe:"):

@@ -23,14 +23,15 @@ from hangwatch.config import load_rule_set
 from hangwatch.core.clock import SystemClock
 from hangwatch.core.durations import format_duration
 from hangwatch.core.engine import Engine
-from hangwatch.core.events import Incident, StallEvent
+from hangwatch.core.events import Incident
 from hangwatch.daemon import Session, SessionOptions, evidence_collector
 from hangwatch.errors import ExitStatus
 from hangwatch.feed import Block, EndOfInput
 from hangwatch.reporters.base import Reporter
-from hangwatch.runner import Job, JobStartError, terminal_echo
+from hangwatch.runner import Job, JobStartError, adopt_orphans, terminal_echo
 
 FORWARDED = {signal.SIGINT: ExitStatus.INTERRUPTED, signal.SIGTERM: ExitStatus.TERMINATED}
+STUCK_AFTER_S = 30.0  # past the grace and SIGKILL: a process in uninterruptible sleep
 
 
 def command_argv(args: argparse.Namespace) -> list[str]:
@@ -54,13 +55,6 @@ class Producer:
                 return
             except queue.Full:
                 continue
-
-
-class Evidence:
-    """Keeps the snapshot a stall's collector took, for the CI outputs written at the end."""
-
-    def __init__(self) -> None:
-        self.snapshot: dict[str, Any] | None = None
 
 
 class Interrupts:
@@ -116,28 +110,22 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     rules = load_rule_set(args.rules)  # a bad rule file is reported before the job starts
     log_path = Path(args.log)
     engine = Engine(rules, default_stall=args.stall, clock=SystemClock())
-    evidence = Evidence()
     job: Job | None = None
-
     # The job's tree is known exactly: the snapshot needs no discovery from the log.
-    snapshot = evidence_collector(rules, lambda: snapshot_options(
+    collect = evidence_collector(rules, lambda: snapshot_options(
         args, [], known_tree=job.known_pids() if job is not None else []))
-
-    def collect(stall: StallEvent) -> Any:
-        found = snapshot(stall)
-        evidence.snapshot = found[0]
-        return found
-
     session = Session(engine, make_reporters(args, err),
                       SessionOptions(report_dir=Path(args.report_dir), exit_on_stall=True),
                       [str(log_path)], collect=collect if args.snapshot else None)
     producer = Producer(session.queue)
+    release_orphans = adopt_orphans()
     try:
         job = Job.start(argv, log_path=log_path, echo=terminal_echo(out, err),
                         on_lines=lambda data: producer.put(Block(str(log_path), data)),
                         on_done=lambda: producer.put(EndOfInput()),
                         leftover_grace=args.grace)
     except JobStartError as exc:
+        release_orphans()
         print(f"hangwatch: {exc}", file=err)
         return exc.exit_status
     interrupts = Interrupts(job, args.grace)
@@ -149,16 +137,21 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         producer.closed.set()
         # A stall (or hangwatch itself failing) ends the job: none of it may outlive us.
         job.stop(args.grace)
-        job.wait()
+        if job.wait(args.grace + STUCK_AFTER_S) is None:
+            print("hangwatch: a process of the job did not exit even after SIGKILL (stuck in "
+                  "the kernel?); giving up on it", file=err)
         interrupts.restore()
+        release_orphans()
         session.close()
     if job.stopped is not None:
         print(f"hangwatch: ended the job: SIGTERM to {job.stopped.terminated} process(es)"
               + (f", SIGKILL to {job.stopped.killed} still running after "
                  f"{format_duration(args.grace)}" if job.stopped.killed else ""), file=err)
+    if job.log_error is not None:
+        print(f"hangwatch: the log stopped being written: {job.log_error}", file=err)
     status = _status(watched, job, interrupts)
     incident = session.incidents[-1] if session.incidents else None
-    _ci_outputs(args, argv, incident, engine, evidence, status, time.monotonic() - started, out)
+    _ci_outputs(args, argv, incident, status, time.monotonic() - started, out, err)
     return status
 
 
@@ -172,15 +165,17 @@ def _status(watched: int, job: Job, interrupts: Interrupts) -> int:
 
 
 def _ci_outputs(args: argparse.Namespace, argv: list[str], incident: Incident | None,
-                engine: Engine, evidence: Evidence, status: int, duration_s: float,
-                out: TextIO) -> None:
+                status: int, duration_s: float, out: TextIO, err: TextIO) -> None:
     if incident is not None and os.environ.get("GITHUB_ACTIONS") == "true":
         from hangwatch.reporters import github
 
-        github.report(incident, timeline=engine.timeline(), snapshot=evidence.snapshot,
-                      out=out, summary_path=os.environ.get("GITHUB_STEP_SUMMARY"))
+        github.report(incident, out=out, summary_path=os.environ.get("GITHUB_STEP_SUMMARY"))
     if args.junit:
         from hangwatch.reporters import junit
 
-        junit.write_junit(Path(args.junit), command=argv, incident=incident,
-                          exit_status=status, duration_s=duration_s, log_path=Path(args.log))
+        try:
+            junit.write_junit(Path(args.junit), command=argv, incident=incident,
+                              exit_status=status, duration_s=duration_s,
+                              log_path=Path(args.log))
+        except OSError as exc:  # the job's verdict stands; the exit status still says it
+            print(f"hangwatch: cannot write {args.junit}: {exc.strerror or exc}", file=err)

@@ -22,6 +22,7 @@ from hangwatch.snapshot import (
     GPU_COLUMNS,
     PROCESS_COLUMNS,
     SnapshotOptions,
+    collection_notes,
     gpu_rows,
     key_findings,
     process_rows,
@@ -53,7 +54,8 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 def render(snapshot: dict[str, Any], console: Console) -> None:
     console.print("[bold]Key findings[/]")
-    for line in key_findings(snapshot):
+    findings = key_findings(snapshot)
+    for line in findings:
         console.print(f"  • {line}", markup=False)
     # The command line goes with each stack below: a table column would fold it unreadably.
     columns = [c for c in PROCESS_COLUMNS if c != "command"]
@@ -71,8 +73,7 @@ def render(snapshot: dict[str, Any], console: Console) -> None:
             console.print(f"\n[bold]{process_label(p)}[/]: ", end="")
             console.print(" ".join(p.get("cmdline") or []), markup=False)
             console.print(p["stack"], markup=False)
-    notes = snapshot.get("discovery", {}).get("notes", []) + [
-        f"{e['collector']}: {e['error']}" for e in snapshot.get("errors", [])]
+    notes = collection_notes(snapshot, shown=findings)
     if notes:
         console.print("\n[bold]Notes[/]")
         for note in notes:

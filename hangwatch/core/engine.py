@@ -71,16 +71,15 @@ class Engine:
 
     def _feed_segments(self, source: str, data: bytes, prefilter: Prefilter) -> list[Event]:
         """feed_block through the prefilter: only lines a rule hits are handled one by one.
-        A run of plain lines is progress once, at its first line (where a stall recovers);
-        noise-only lines are counted and nothing else, as feed_line would do."""
+        The block's first plain line is its progress (where a stall ends); later plain lines
+        would only record progress again at the same instant."""
         events: list[Event] = []
         line = self.lines.get(source, 0)
-        for plain, quiet, text, match in prefilter.segments(data):
-            if plain:
-                self.lines[source] = line + plain
-                events.extend(self._progress(source, line + 1))
-                line += plain
-            line += quiet
+        for lines, plain_at, text, match in prefilter.segments(data):
+            if plain_at:
+                self.lines[source] = line + plain_at
+                events.extend(self._progress(source, line + plain_at))
+            line += lines
             if match is not None:
                 line += 1
                 self.lines[source] = line

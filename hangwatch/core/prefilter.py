@@ -23,9 +23,10 @@ version 1 sets) makes `build_prefilter` return None, and the engine matches line
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +38,7 @@ from hangwatch.core.rules import MATCH_TIMEOUT_S, LineMatch, RuleSet
 # characters outside ASCII (handled by the loose form); m and s change nothing on one line.
 KNOWN_FLAGS = frozenset("imsau")
 WIDE = r"[^\n]*"  # stands for any construct that matches some part of one line
+EVERY_LINE = r"[^\n]*\n"  # to the end of a line: stands for a pattern Hyperscan refuses
 HIGH = r"[\x80-\xff]{1,4}"  # one character outside ASCII, or one undecodable byte
 ESCAPE_ATOMS = frozenset("dDwWsStnrfvaxuUNpP0")
 # `(`, `(?:`, `(?P<name>`, `(?<name>`, `(?|`, or inline flags; anything else is special
@@ -58,6 +60,7 @@ class Translation:
     strict: str
     loose: str
     exact: bool
+    nullable: bool  # it can match the empty string (through anchors or optional items)
 
 
 @dataclass
@@ -69,21 +72,28 @@ class _Piece:
     zero_width: bool = False
     low: int | None = None
     quant: str = ""
+    nullable: bool = False
+
+    def __post_init__(self) -> None:
+        self.nullable = self.nullable or self.zero_width or self.low == 0
 
     def render(self, loose: bool) -> str:
         text = self.loose if loose else self.strict
         return f"(?:{text}){self.quant}" if self.quant else text
 
 
-def translate(pattern: str) -> Translation:
-    return _Translator(pattern).run()
+def translate(pattern: str, *, anchors: bool = True) -> Translation:
+    """The pattern's forms; `anchors=False` drops `^ $ \\A \\Z` (a superset Hyperscan takes
+    where it refuses an anchor after other items, as in `x(?:^a)`)."""
+    return _Translator(pattern, anchors).run()
 
 
 class _Translator:
-    def __init__(self, pattern: str) -> None:
+    def __init__(self, pattern: str, anchors: bool) -> None:
         self.p = pattern
         self.i = 0
         self.exact = True
+        self.anchors = anchors
 
     def run(self) -> Translation:
         branches = self.branches(frozenset())
@@ -91,7 +101,8 @@ class _Translator:
             raise Untranslatable(f"unbalanced ')' at position {self.i}")
         for branch in branches:
             _trim(branch)
-        return Translation(_join(branches, False), _join(branches, True), self.exact)
+        return Translation(_join(branches, False), _join(branches, True), self.exact,
+                           _nullable(branches))
 
     def peek(self, n: int = 1) -> str:
         return self.p[self.i:self.i + n]
@@ -118,7 +129,7 @@ class _Translator:
             return self.atom(self.class_end(self.i), flags), flags
         if c in "^$":
             self.i += 1
-            return _Piece(c, c, zero_width=True), flags
+            return self.anchor(c), flags
         if c == "\\":
             return self.escape(flags), flags
         if c in "*+?":
@@ -129,7 +140,7 @@ class _Translator:
         c = self.p[self.i + 1:self.i + 2]
         if c in ("A", "Z"):
             self.i += 2
-            return _Piece("^", "^", True) if c == "A" else _Piece("$", "$", True)
+            return self.anchor("^" if c == "A" else "$")
         if c in ("b", "B"):
             self.i += 2
             return _Piece("\\" + c, "", True)  # next to a non-ASCII character: unknown
@@ -138,6 +149,12 @@ class _Translator:
         if c.isalnum() and c not in ESCAPE_ATOMS:
             raise Untranslatable(f"unknown escape \\{c}")
         return self.atom(self.escape_end(self.i), flags)
+
+    def anchor(self, c: str) -> _Piece:
+        if self.anchors:
+            return _Piece(c, c, zero_width=True)
+        self.exact = False
+        return _Piece("", "", zero_width=True)
 
     def escape_end(self, i: int) -> int:
         c = self.p[i + 1:i + 2]
@@ -189,7 +206,7 @@ class _Translator:
     def widen(self, end: int) -> _Piece:
         self.i = end
         self.exact = False
-        return _Piece(WIDE, WIDE)
+        return _Piece(WIDE, WIDE, nullable=True)
 
     def group(self, flags: frozenset[str]) -> tuple[_Piece | None, frozenset[str]]:
         start = self.i
@@ -210,7 +227,8 @@ class _Translator:
         if self.peek() != ")":
             raise Untranslatable(f"unbalanced '(' at position {start}")
         self.i += 1
-        return _Piece(f"(?:{_join(branches, False)})", f"(?:{_join(branches, True)})")
+        return _Piece(f"(?:{_join(branches, False)})", f"(?:{_join(branches, True)})",
+                      nullable=_nullable(branches))
 
     def special_group(self, flags: frozenset[str]) -> _Piece:
         p, start = self.p, self.i
@@ -264,7 +282,7 @@ class _Translator:
             if piece.strict or piece.loose:
                 self.exact = False
             return _Piece("", "", zero_width=True)  # a repeated assertion: dropping it widens
-        return _Piece(piece.strict, piece.loose, low=low, quant=quant)
+        return _Piece(piece.strict, piece.loose, low=low, quant=quant, nullable=piece.nullable)
 
     def fuzzy(self, piece: _Piece) -> _Piece:
         """`item{e<=1}`: regex's fuzzy matching; whatever it matches lies within the line."""
@@ -272,7 +290,7 @@ class _Translator:
             return piece
         self.i = self.p.index("}", self.i) + 1
         self.exact = False
-        return _Piece(WIDE, WIDE)
+        return _Piece(WIDE, WIDE, nullable=True)
 
 
 def _trim(branch: list[_Piece]) -> None:
@@ -284,8 +302,13 @@ def _trim(branch: list[_Piece]) -> None:
             branch.pop()
             continue
         branch[-1] = _Piece(last.strict, last.loose, low=None,
-                            quant="" if last.low == 1 else f"{{{last.low}}}")
+                            quant="" if last.low == 1 else f"{{{last.low}}}",
+                            nullable=last.nullable)
         break
+
+
+def _nullable(branches: list[list[_Piece]]) -> bool:
+    return any(all(p.nullable for p in branch) for branch in branches)
 
 
 def _join(branches: list[list[_Piece]], loose: bool) -> str:
@@ -338,8 +361,14 @@ def _byte_class(members: frozenset[int]) -> str:
 
 # --- scanning ------------------------------------------------------------------------------
 
-Segment = tuple[int, int, str, LineMatch | None]
+# (lines, plain_at, text, match): `lines` lines that hit no rule or only noise rules; when
+# `plain_at` is k > 0, the k-th of them is the block's first line that hits no rule at all
+# (progress, and where a stall ends); then, when `match` is not None, one more line `text`
+# and what `RuleSet.match` says of it.
+Segment = tuple[int, int, str, "LineMatch | None"]
 _QUIET = LineMatch()  # stands for "noise only": counted, neither progress nor an event
+PROBE_LINES = 256  # lines tried one by one for the first plain line before finding all noise
+_Line = tuple[int, int, int]  # start, end (its b"\n"), mask of pattern ids
 
 
 @dataclass(frozen=True)
@@ -356,10 +385,220 @@ _Hit = tuple[_Entry, "regex.Match[str] | None"]
 
 @dataclass(frozen=True)
 class _Plan:
+    """What a line flagged with some set of patterns needs: the hits it is known to have,
+    and the patterns `regex` must still search (progress rules, whose match feeds the
+    counter, and patterns not exact on this kind of line)."""
+
     known: tuple[_Hit, ...]
     search: tuple[_Entry, ...]
     fixed: LineMatch | None  # the answer when no searched pattern matches
-    progress_only: bool  # only progress rules are searched: the rest of the answer is fixed
+    progress_only: bool
+
+
+class Prefilter:
+    """Cuts a block of lines into segments that say, of every line, what `RuleSet.match`
+    would; a plain line only matters as the block's first (see `Segment`)."""
+
+    def __init__(self, rules: RuleSet, entries: Sequence[_Entry], strict: Any,
+                 noise: dict[int, str], loose: Sequence[str], status: str) -> None:
+        self.rules = rules
+        self.status = status
+        self._entries = tuple(entries)
+        self._noise = tuple(e for e in entries if e.kind == "noise")
+        self._strict = strict  # every pattern but the exact noise ones, over whole blocks
+        self._other_id = len(entries)  # a byte >= 0x80: the line is checked loosely
+        self._noise_forms = list(noise.values())  # exact noise rules, one line at a time
+        self._noise_pids = list(noise)
+        self._loose_forms = list(loose)  # every pattern, for lines with other bytes
+        self._patterns = [e.pattern.pattern for e in entries]
+        self._lazy: dict[str, Any] = {}  # databases compiled when first needed
+        self._plans: dict[tuple[int, bool], _Plan] = {}
+
+    def segments(self, data: bytes) -> list[Segment]:
+        if not data:
+            return []
+        if not data.endswith(b"\n"):
+            data += b"\n"  # as line-by-line reading takes an unterminated last line
+        flagged = self._scan(data)
+        first_plain = self._first_plain(data, flagged)  # among the lines not flagged
+        placed = False  # plain_at given: later plain lines need no mention
+        out: list[Segment] = []
+        lines = plain_at = pos = 0
+        for start, end, mask in flagged:
+            if not placed and first_plain is not None and first_plain < start:
+                plain_at = lines + data.count(b"\n", pos, first_plain) + 1
+                placed = True
+            lines += data.count(b"\n", pos, start)
+            pos = end + 1
+            text, match = self._line(data[start:end], mask)
+            if match is not None and match is not _QUIET:
+                out.append((lines, plain_at, text, match))
+                lines = plain_at = 0
+                continue
+            lines += 1
+            if match is None and not placed:  # flagged, but plain after all
+                plain_at, placed = lines, True
+        if not placed and first_plain is not None:
+            plain_at = lines + data.count(b"\n", pos, first_plain) + 1
+        lines += data.count(b"\n", pos)
+        if lines:
+            out.append((lines, plain_at, "", None))
+        return out
+
+    def _scan(self, data: bytes) -> list[_Line]:
+        """The lines some pattern (other than an exact noise rule) may hit, or with a byte
+        >= 0x80, in order."""
+        codes: list[int] = []
+        add = codes.append
+
+        def on_match(pid: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
+            add(end << 16 | pid)
+
+        self._strict.scan(data, match_event_handler=on_match)
+        codes.sort()
+        lines: list[_Line] = []
+        start = end = -1
+        mask = 0
+        for code in codes:
+            last = (code >> 16) - 1  # the match's last byte lies on its line
+            if last > end:
+                if mask:
+                    lines.append((start, end, mask))
+                end = data.find(b"\n", last)
+                start = data.rfind(b"\n", 0, last) + 1
+                mask = 0
+            mask |= 1 << (code & 0xFFFF)
+        if mask:
+            lines.append((start, end, mask))
+        return lines
+
+    def _first_plain(self, data: bytes, flagged: list[_Line]) -> int | None:
+        """Offset of the first line not flagged that no noise rule hits, or None. Such
+        lines are pure ASCII, where the strict forms are exact. Lines are tried one by one;
+        past PROBE_LINES (a block of NCCL spew), all noise lines are found in one scan."""
+        pos: int | None = 0
+        at = 0
+        for _ in range(PROBE_LINES):
+            pos, at = _unflagged(data, pos or 0, flagged, at)
+            if pos is None or not self._noise_forms:
+                return pos
+            end = data.index(b"\n", pos)
+            if not self._noise_mask(data[pos:end]):
+                return pos
+            pos = end + 1
+        noisy: list[int] = []
+        add = noisy.append
+
+        def on_match(_pid: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
+            add(end)  # the pattern ends in `[^\n]*$`: one report a line, at its end
+
+        self._database("count").scan(data, match_event_handler=on_match)
+        noisy.sort()
+        i = 0
+        while True:
+            pos, at = _unflagged(data, pos or 0, flagged, at)
+            if pos is None:
+                return None
+            end = data.index(b"\n", pos)
+            i = bisect.bisect_left(noisy, end, i)
+            if i == len(noisy) or noisy[i] != end:
+                return pos
+            pos = end + 1
+
+    def _line(self, raw: bytes, mask: int) -> tuple[str, LineMatch | None]:
+        """What RuleSet.match says of a flagged line."""
+        text = raw.decode("utf-8", "replace")
+        if not mask >> self._other_id & 1:
+            return text, self._confirm(text, mask | self._noise_mask(raw), strict=True)
+        loose = self._database("loose")
+        if not loose:  # Hyperscan refused the loose forms: ask every rule
+            found = self.rules.match(text)
+            return text, _QUIET if found == LineMatch(noise=found and found.noise) else found
+        hits = 0
+
+        def on_match(pid: int, _start: int, _end: int, _flags: int, _ctx: object) -> None:
+            nonlocal hits
+            hits |= 1 << pid
+
+        loose.scan(raw + b"\n", match_event_handler=on_match)  # as in a block
+        return text, self._confirm(text, hits, strict=False)
+
+    def _noise_mask(self, raw: bytes) -> int:
+        """Pattern ids of the exact noise rules that hit an ASCII line."""
+        if not self._noise_forms:
+            return 0
+        hits = 0
+        pids = self._noise_pids
+
+        def on_match(i: int, _start: int, _end: int, _flags: int, _ctx: object) -> None:
+            nonlocal hits
+            hits |= 1 << pids[i]
+
+        self._database("probe").scan(raw + b"\n", match_event_handler=on_match)
+        return hits
+
+    def _database(self, name: str) -> Any:
+        if name not in self._lazy:
+            if name == "probe":
+                db = _compile(self._noise_forms, single=True)
+            elif name == "count":
+                db = _compile([f"(?:{'|'.join(self._noise_forms)})[^\\n]*$"])
+            else:
+                forms, _ = _compilable(dict(enumerate(self._loose_forms)), self._relaxed)
+                db = _compile(list(forms.values()), list(forms), single=True) or False
+            self._lazy[name] = db
+        return self._lazy[name]
+
+    def _relaxed(self, pid: int) -> str:
+        return line_forms(self._patterns[pid], anchors=False).loose
+
+    def _confirm(self, text: str, mask: int, strict: bool) -> LineMatch | None:
+        plan = self._plans.get((mask, strict)) or self._plan(mask, strict)
+        if not plan.search:
+            return plan.fixed
+        if plan.progress_only:
+            progress = tuple((e.rule, m) for e in plan.search
+                             if (m := self._search(e.pattern, text)) is not None)
+            if not progress:
+                return plan.fixed
+            if plan.fixed is None or plan.fixed is _QUIET:
+                noise = next((e.rule for e, _ in plan.known if e.kind == "noise"), None)
+                return LineMatch(noise=noise, progress=progress)
+            return dataclasses.replace(plan.fixed, progress=progress)
+        hits = list(plan.known)
+        for entry in plan.search:
+            found = self._search(entry.pattern, text)
+            if found is not None:
+                hits.append((entry, found))
+        hits.sort(key=lambda hit: hit[0].pid)
+        return _line_match(hits)
+
+    def _plan(self, mask: int, strict: bool) -> _Plan:
+        entries = [e for e in self._entries if mask >> e.pid & 1]
+        search = tuple(e for e in entries if e.kind == "progress" or not (strict and e.exact))
+        known = tuple((e, None) for e in entries if e not in search)
+        plan = _Plan(known, search, _line_match(list(known)),
+                     all(e.kind == "progress" for e in search))
+        self._plans[(mask, strict)] = plan
+        return plan
+
+    def _search(self, pattern: regex.Pattern[str], text: str) -> regex.Match[str] | None:
+        try:
+            return pattern.search(text, timeout=MATCH_TIMEOUT_S)
+        except TimeoutError:
+            self.rules.timeouts += 1
+            return None
+
+
+def _unflagged(data: bytes, pos: int, flagged: list[_Line], at: int) -> tuple[int | None, int]:
+    """The first line starting at or after `pos` that is not flagged (None at the end of the
+    block), and where to look next in `flagged` (sorted; `at` is where to start)."""
+    while at < len(flagged) and flagged[at][0] < pos:
+        at += 1
+    while at < len(flagged) and flagged[at][0] == pos:
+        pos = flagged[at][1] + 1
+        at += 1
+    return (pos if pos < len(data) else None), at
 
 
 def _line_match(hits: list[_Hit]) -> LineMatch | None:
@@ -378,150 +617,6 @@ def _line_match(hits: list[_Hit]) -> LineMatch | None:
                      tuple(found.get("progress", ())), (found.get("finish") or [None])[0])
 
 
-class Prefilter:
-    """Cuts a block into segments: `(plain, quiet, text, match)` is `plain` lines that hit no
-    rule, then `quiet` lines that hit only noise rules, then (when `match` is not None) one
-    line `text` that hit the rules in `match`, exactly as `RuleSet.match` would say."""
-
-    def __init__(self, rules: RuleSet, entries: Sequence[_Entry], strict: Any, loose: Any,
-                 status: str) -> None:
-        self.rules = rules
-        self.status = status
-        self._entries = tuple(entries)
-        self._strict = strict
-        self._loose = loose
-        self._other = 1 << len(entries)  # id of the "line has a byte >= 0x80" pattern
-        self._quiet_mask = sum(1 << e.pid for e in entries if e.kind == "noise" and e.exact)
-        self._plans: dict[tuple[int, bool], _Plan] = {}
-
-    def segments(self, data: bytes) -> list[Segment]:
-        if not data:
-            return []
-        if not data.endswith(b"\n"):
-            data += b"\n"  # as line-by-line reading takes an unterminated last line
-        out: list[Segment] = []
-        plain = quiet = pos = 0
-        for start, end, mask in self._candidates(data):
-            before = data.count(b"\n", pos, start)
-            pos = end + 1
-            match = self._match(data[start:end], mask)
-            if match is _QUIET:
-                if before and quiet:
-                    out.append((plain, quiet, "", None))
-                    plain = quiet = 0
-                plain, quiet = plain + before, quiet + 1
-                continue
-            if quiet and (before or match is None):
-                out.append((plain, quiet, "", None))
-                plain = quiet = 0
-            plain += before
-            if match is None:
-                plain += 1
-            else:
-                out.append((plain, quiet, match[0], match[1]))
-                plain = quiet = 0
-        tail = data.count(b"\n", pos)
-        if quiet and tail:
-            out.append((plain, quiet, "", None))
-            plain = quiet = 0
-        plain += tail
-        if plain or quiet:
-            out.append((plain, quiet, "", None))
-        return out
-
-    def _candidates(self, data: bytes) -> list[tuple[int, int, int]]:
-        """(start, end, pattern mask) of each line some pattern matched, in order."""
-        found: list[int] = []
-        add = found.append
-
-        def on_match(pid: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
-            add(end << 16 | pid)
-
-        self._strict.scan(data, match_event_handler=on_match)
-        found.sort()
-        lines: list[tuple[int, int, int]] = []
-        start = end = -1
-        mask = 0
-        for code in found:
-            last = (code >> 16) - 1  # the match's last byte lies on its line
-            if last >= end:
-                if mask:
-                    lines.append((start, end, mask))
-                end = data.find(b"\n", last)
-                start = data.rfind(b"\n", 0, last) + 1
-                mask = 0
-            mask |= 1 << (code & 0xFFFF)
-        if mask:
-            lines.append((start, end, mask))
-        return lines
-
-    def _match(self, raw: bytes, mask: int) -> tuple[str, LineMatch] | LineMatch | None:
-        """The line's rules: _QUIET for exact noise only, None for none."""
-        if mask & self._other:
-            mask = self._loose_mask(raw)
-            strict = False
-        else:
-            if not mask & ~self._quiet_mask:
-                return _QUIET
-            strict = True
-        text = raw.decode("utf-8", "replace")
-        found = self._confirm(text, mask, strict)
-        if found is None or found is _QUIET:
-            return found
-        return text, found
-
-    def _loose_mask(self, raw: bytes) -> int:
-        found = 0
-
-        def on_match(pid: int, _start: int, _end: int, _flags: int, _ctx: object) -> None:
-            nonlocal found
-            found |= 1 << pid
-
-        self._loose.scan(raw, match_event_handler=on_match)
-        return found
-
-    def _confirm(self, text: str, mask: int, strict: bool) -> LineMatch | None:
-        plan = self._plans.get((mask, strict)) or self._plan(mask, strict)
-        if not plan.search:
-            return plan.fixed
-        if plan.progress_only:
-            progress = tuple((e.rule, m) for e in plan.search
-                             if (m := self._search(e.pattern, text)) is not None)
-            if not progress:
-                return plan.fixed
-            fixed = plan.fixed if plan.fixed is not None and plan.fixed is not _QUIET else None
-            if fixed is None:
-                noise = next((e.rule for e, _ in plan.known if e.kind == "noise"), None)
-                return LineMatch(noise=noise, progress=progress)
-            return dataclasses.replace(fixed, progress=progress)
-        hits = list(plan.known)
-        for entry in plan.search:
-            found = self._search(entry.pattern, text)
-            if found is not None:
-                hits.append((entry, found))
-        if plan.known:
-            hits.sort(key=lambda hit: hit[0].pid)
-        return _line_match(hits)
-
-    def _plan(self, mask: int, strict: bool) -> _Plan:
-        """Which hits a mask proves, and which `regex` must still search: progress rules
-        (their match feeds the counter) and patterns not exact on this kind of line."""
-        entries = [e for e in self._entries if mask >> e.pid & 1]
-        search = tuple(e for e in entries if e.kind == "progress" or not (strict and e.exact))
-        known = tuple((e, None) for e in entries if e not in search)
-        plan = _Plan(known, search, _line_match(list(known)),
-                     all(e.kind == "progress" for e in search))
-        self._plans[(mask, strict)] = plan
-        return plan
-
-    def _search(self, pattern: regex.Pattern[str], text: str) -> regex.Match[str] | None:
-        try:
-            return pattern.search(text, timeout=MATCH_TIMEOUT_S)
-        except TimeoutError:
-            self.rules.timeouts += 1
-            return None
-
-
 def _entries(rules: RuleSet) -> list[tuple[str, Any, str]]:
     """(kind, rule, pattern) in the order RuleSet.match reports them."""
     return [
@@ -534,42 +629,107 @@ def _entries(rules: RuleSet) -> list[tuple[str, Any, str]]:
     ]
 
 
+def line_forms(pattern: str, *, anchors: bool = True) -> Translation:
+    """translate(), and a form that could match the empty string runs on to its line's end:
+    Hyperscan tells a match by where it ends, and an empty match at the start of a line
+    would look like the end of the one before."""
+    forms = translate(pattern, anchors=anchors)
+    if not forms.nullable:
+        return forms
+    return Translation(f"(?:{forms.strict}){EVERY_LINE}", f"(?:{forms.loose}){EVERY_LINE}",
+                       forms.exact, nullable=False)
+
+
+def _compile(expressions: Sequence[str], ids: Sequence[int] | None = None, *,
+             single: bool = False) -> Any:
+    """A Hyperscan database, or None when Hyperscan refuses the patterns. `single`: each
+    pattern reports once a scan (for scans of one line, where only which ones hit matters)."""
+    import hyperscan
+
+    flags = hyperscan.HS_FLAG_MULTILINE | (hyperscan.HS_FLAG_SINGLEMATCH if single else 0)
+    db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+    try:
+        db.compile(expressions=[e.encode() for e in expressions],
+                   ids=list(ids or range(len(expressions))), elements=len(expressions),
+                   flags=flags)
+    except hyperscan.error:
+        return None
+    return db
+
+
+def _compilable(forms: dict[int, str],
+                fallback: Callable[[int], str]) -> tuple[dict[int, str], set[int]]:
+    """The forms, as Hyperscan will take them: one it proves can never match is left out (it
+    matches no line); one it refuses (an anchor after other items, the empty string, too
+    large) becomes its `fallback`, else EVERY_LINE. Also the ids so widened."""
+    if not forms or _compile(list(forms.values())) is not None:
+        return forms, set()
+    kept: dict[int, str] = {}
+    widened: set[int] = set()
+    for pid, form in forms.items():
+        error = _refusal(form)
+        if error is None:
+            kept[pid] = form
+        elif "never match" not in error:
+            wider = fallback(pid)
+            kept[pid] = wider if _refusal(wider) is None else EVERY_LINE
+            widened.add(pid)
+    return kept, widened
+
+
+def _refusal(form: str) -> str | None:
+    import hyperscan
+
+    try:
+        hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK).compile(
+            expressions=[form.encode()], flags=hyperscan.HS_FLAG_MULTILINE)
+    except hyperscan.error as exc:
+        return str(exc)
+    return None
+
+
 def try_build(rules: RuleSet) -> tuple[Prefilter | None, str]:
     """A prefilter for `rules`, or None and why not (the engine then reads line by line)."""
     try:
-        import hyperscan
+        import hyperscan  # noqa: F401
     except ImportError:
         return None, "not used: hyperscan is not installed (pip install 'hangwatch[fast]')"
     entries: list[_Entry] = []
-    strict: list[bytes] = []
-    loose: list[bytes] = []
+    strict: dict[int, str] = {}
+    noise: dict[int, str] = {}
+    loose: list[str] = []
     for kind, rule, pattern in _entries(rules):
-        compiled = regex.compile(pattern)
-        if compiled.search("") is not None:
-            return None, f"not used: rule {rule.id} matches every line"
         try:
-            t = translate(pattern)
+            forms = line_forms(pattern)
         except Untranslatable as exc:
             return None, f"not used: rule {rule.id}: {exc}"
-        entries.append(_Entry(len(entries), kind, rule, compiled, t.exact))
-        strict.append(t.strict.encode())
-        loose.append(t.loose.encode())
+        pid = len(entries)
+        entries.append(_Entry(pid, kind, rule, regex.compile(pattern), forms.exact))
+        loose.append(forms.loose)
+        # Exact noise rules are told apart line by line, and only when it matters.
+        (noise if kind == "noise" and forms.exact else strict)[pid] = forms.strict
     if len(entries) >= 0xFFFF:
         return None, "not used: too many rules"
-    strict.append(rb"[\x80-\xff][\x00-\x7f]")  # a line with other bytes: checked loosely
-    flags = hyperscan.HS_FLAG_MULTILINE | hyperscan.HS_FLAG_ALLOWEMPTY
-    try:
-        strict_db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-        strict_db.compile(expressions=strict, ids=list(range(len(strict))),
-                          elements=len(strict), flags=flags)
-        loose_db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-        loose_db.compile(expressions=loose, ids=list(range(len(loose))),
-                         elements=len(loose), flags=flags)
-    except hyperscan.error as exc:
-        return None, f"not used: hyperscan cannot compile the rules: {exc}"
+    patterns = [pattern for _, _, pattern in _entries(rules)]
+
+    def relaxed(pid: int) -> str:
+        return line_forms(patterns[pid], anchors=False).strict
+
+    strict, widened = _compilable(strict, relaxed)
+    noise, widened_noise = _compilable(noise, relaxed)
+    for pid in widened_noise:
+        strict[pid] = noise.pop(pid)
+    for pid in widened | widened_noise:  # regex confirms them on every line
+        entries[pid] = dataclasses.replace(entries[pid], exact=False)
+    strict[len(entries)] = r"[\x80-\xff][\x00-\x7f]"  # a line with other bytes: checked loosely
+    db = _compile(list(strict.values()), list(strict))
+    if db is None:
+        return None, "not used: hyperscan cannot compile the rules"
     exact = sum(e.exact for e in entries)
     status = f"hyperscan, {len(entries)} patterns ({exact} exact on ASCII lines)"
-    return Prefilter(rules, entries, strict_db, loose_db, status), status
+    if widened or widened_noise:
+        status += f"; {len(widened | widened_noise)} widened where Hyperscan refused them"
+    return Prefilter(rules, entries, db, noise, loose, status), status
 
 
 def build_prefilter(rules: RuleSet) -> Prefilter | None:

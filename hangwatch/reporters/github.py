@@ -1,22 +1,21 @@
 """GitHub Actions: an `::error` annotation on the run, and a Markdown step summary that says
-where the job hung (phase timeline, the frame each process waits in, advice).
+where the job hung: the incident report (phase timeline, the frame each process waits in,
+advice, stacks) under a headline.
 
 Both are written once, when `hangwatch run` ends after a stall.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from hangwatch.core.durations import format_duration
 from hangwatch.core.events import Incident
-from hangwatch.core.evidence import process_label, stack_frames, telling_frame
 
-TIMELINE_ROWS = 20  # a training loop repeats its phases: the newest entries tell the story
-STACK_FRAMES = 12  # innermost frames shown per process in the collapsed full stack
-PROCESS_ROWS = 16
+SUMMARY_LIMIT = 512 * 1024  # GitHub refuses a step summary over 1 MiB
+_HEADING = re.compile(r"#+ ")
 
 
 def _escape_data(text: str) -> str:
@@ -48,77 +47,52 @@ def annotation(incident: Incident) -> str:
     return f"::error title={_escape_property(title)}::{_escape_data(message)}"
 
 
-def _md(text: str) -> str:
-    """Table-cell safe: a pipe or newline would end the cell."""
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def _timeline(timeline: Sequence[dict[str, Any]]) -> list[str]:
-    if not timeline:
+def _report_body(folder: str) -> list[str]:
+    """The incident's report.md (timeline, findings with the frame each process waits in,
+    advice, stacks), its own title dropped and headings one level down; redacted already."""
+    try:
+        text = (Path(folder) / "report.md").read_text(encoding="utf-8", errors="replace")
+    except OSError:
         return []
-    shown = timeline[-TIMELINE_ROWS:]
-    lines = ["### Phase timeline", ""]
-    if len(timeline) > len(shown):
-        lines += [f"_{len(timeline) - len(shown)} earlier entries not shown._", ""]
-    lines += ["| Phase | State | Log line | Took |", "| --- | --- | --- | --- |"]
-    for entry in shown:
-        took = entry.get("duration_s")
-        lines.append(f"| {_md(entry['title'])} (`{entry['phase']}`) | {entry['state']} | "
-                     f"{entry['line']} | {format_duration(took) if took is not None else '-'} |")
-    return [*lines, ""]
+    if len(text) > SUMMARY_LIMIT:
+        text = text[:text.rfind("\n", 0, SUMMARY_LIMIT) + 1]
+        text += f"\n_Cut at {SUMMARY_LIMIT // 1024} KiB: the whole report is in {folder}._\n"
+    lines = text.splitlines()
+    if lines and lines[0].startswith("# "):
+        lines = lines[1:]
+    body, in_code = [], False
+    for line in lines:
+        if line.startswith("```"):
+            in_code = not in_code
+        body.append("#" + line if not in_code and _HEADING.match(line) else line)
+    return body
 
 
-def _stacks(snapshot: dict[str, Any] | None) -> list[str]:
-    processes = [p for p in (snapshot or {}).get("processes", []) if p.get("stack")]
-    if not processes:
-        return []
-    lines = ["### Where the processes wait", "", "| Process | Waiting in |", "| --- | --- |"]
-    for process in processes[:PROCESS_ROWS]:
-        frame = telling_frame(process["stack"]) or "?"
-        lines.append(f"| {_md(process_label(process))} | `{_md(frame)}` |")
-    if len(processes) > PROCESS_ROWS:
-        lines.append(f"| _{len(processes) - PROCESS_ROWS} more in the report_ | |")
-    lines.append("")
-    for process in processes[:PROCESS_ROWS]:
-        frames = stack_frames(process["stack"])[:STACK_FRAMES]
-        lines += [f"<details><summary>{process_label(process)}: innermost frames</summary>",
-                  "", "```", *frames, "```", "", "</details>"]
-    return [*lines, ""]
-
-
-def summary(incident: Incident, *, timeline: Sequence[dict[str, Any]],
-            snapshot: dict[str, Any] | None) -> str:
+def summary(incident: Incident) -> str:
     """The step summary, in GitHub-flavoured Markdown."""
     stall = incident.stall
     lines = [
         f"## hangwatch: stalled in {_phase_text(incident)}",
         "",
         f"No progress for **{format_duration(stall.idle_s)}** (threshold "
-        f"{format_duration(stall.threshold_s)}); last completed phase: "
-        f"`{stall.last_completed or 'none'}`. The job was stopped.",
+        f"{format_duration(stall.threshold_s)}); the job was stopped.",
         "",
     ]
-    if incident.report:
-        lines += [f"Incident report: `{incident.report}`", ""]
-    lines += _timeline(timeline)
-    lines += _stacks(snapshot)
-    if incident.findings:
-        lines += ["### Findings", "", *(f"- {_md(f)}" for f in incident.findings), ""]
-    if incident.advice:
-        lines += ["### Advice", ""]
-        lines += [f"- {a.text}  \n  _because: {_md(a.because)}_" for a in incident.advice]
-        lines.append("")
-    return "\n".join(lines) + "\n"
+    body = _report_body(incident.report) if incident.report else []
+    if body:
+        lines += [f"Incident report: `{incident.report}`", *body]
+    else:  # the report could not be written: the advice at least
+        lines += [f"- {a.text}  \n  _because: {a.because}_" for a in incident.advice]
+    return "\n".join(lines).rstrip() + "\n"
 
 
-def report(incident: Incident, *, timeline: Sequence[dict[str, Any]],
-           snapshot: dict[str, Any] | None, out: TextIO, summary_path: str | None) -> None:
+def report(incident: Incident, *, out: TextIO, summary_path: str | None) -> None:
     """Print the annotation to `out` (the runner reads workflow commands from stdout) and
     append the summary to $GITHUB_STEP_SUMMARY when the runner gave one."""
     print(annotation(incident), file=out, flush=True)
     if not summary_path:
         return
-    text = summary(incident, timeline=timeline, snapshot=snapshot)
+    text = summary(incident)
     try:
         with Path(summary_path).open("a", encoding="utf-8") as fh:
             fh.write(text)

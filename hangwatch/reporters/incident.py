@@ -31,6 +31,7 @@ from hangwatch.core.evidence import process_label
 from hangwatch.snapshot import (
     GPU_COLUMNS,
     PROCESS_COLUMNS,
+    collection_notes,
     gpu_rows,
     key_findings,
     process_rows,
@@ -57,8 +58,8 @@ def write_incident(report_dir: Path, *, stall: StallEvent, timeline: Sequence[di
         "discovery": snap.get("discovery", {}),
         "nvml": snap.get("nvml"),
         "key_findings": key_findings(snap) if snapshot is not None else [],
-        "snapshot_taken_at": snap.get("taken_at"),
-        "snapshot_errors": snap.get("errors", []),
+        "taken_at": snap.get("taken_at"),
+        "errors": snap.get("errors", []),
     })
     folder = _new_folder(report_dir, stall)
     tail = [redact_text(line.rstrip("\n")) for line in log_tail]
@@ -136,8 +137,7 @@ def render_markdown(report: dict[str, Any], tail: Sequence[str], snapshot_taken:
         out += _section("GPUs", _gpus_md(report))
         out += _section("System", [f"- {line}" for line in system_lines(report["system"])]
                         or ["(not collected)"])
-        notes = report["discovery"].get("notes", []) + [
-            f"{e['collector']}: {e['error']}" for e in report["snapshot_errors"]]
+        notes = collection_notes(report, shown=report["key_findings"])
         if notes:
             out += _section("Collection notes", [f"- {n}" for n in notes])
     out += _section(f"Log tail (last {min(len(tail), MD_LOG_LINES)} lines)",
@@ -183,11 +183,13 @@ def _stacks_md(processes: Sequence[dict[str, Any]]) -> list[str]:
 
 def _gpus_md(report: dict[str, Any]) -> list[str]:
     nvml = report.get("nvml") or {}
-    lines = [] if nvml.get("status") == "ok" else [
-        f"NVML: **{nvml.get('status', 'unknown')}**: {nvml.get('detail', '')}", ""]
+    lines: list[str] = []
+    if nvml.get("status") != "ok":
+        lines += [f"NVML: **{nvml.get('status', 'unknown')}**: {nvml.get('detail', '')}"]
     if report["gpus"]:
-        lines += _table(GPU_COLUMNS, gpu_rows(report))
-        lines.append("\n`*`: a process of the job")
+        if lines:
+            lines.append("")
+        lines += [*_table(GPU_COLUMNS, gpu_rows(report)), "", "`*`: a process of the job"]
     return lines or ["(no GPU)"]
 
 

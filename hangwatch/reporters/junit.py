@@ -68,7 +68,7 @@ def junit_xml(*, command: Sequence[str], incident: Incident | None, exit_status:
                          time=seconds)
     if incident is not None:
         stall = incident.stall
-        phase = stall.phase or "no known phase"
+        phase = f"{stall.phase_title} ({stall.phase})" if stall.phase else "no known phase"
         failure = ET.SubElement(case, "failure", type="stall",
                                 message=_xml_text(f"stalled in {phase}: no progress for "
                                                   f"{format_duration(stall.idle_s)}"))

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
+
+import psutil
 
 from hangwatch.collectors.bounded import Background, run_command
 
@@ -39,3 +43,17 @@ def test_background_returns_value_error_or_timeout():
     assert job.result(0.1) == (None, "timed out")
     assert time.monotonic() - started < 0.5
     never.set()
+
+
+def test_children_still_running_are_killed_when_we_exit():
+    code = ("import threading, time\n"
+            "from hangwatch.collectors import bounded\n"
+            "threading.Thread(target=bounded.run_command, args=(['sleep', '60'], 60),"
+            " daemon=True).start()\n"
+            "time.sleep(0.3)\n"
+            "print(next(iter(bounded._running)).pid, flush=True)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=30, cwd=Path(__file__).resolve().parents[2])
+    sleeper = int(done.stdout)
+    time.sleep(0.2)
+    assert not psutil.pid_exists(sleeper) or psutil.Process(sleeper).status() == "zombie"

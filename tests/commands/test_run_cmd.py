@@ -122,7 +122,7 @@ def test_junit_fails_on_a_stall_and_passes_otherwise(tmp_path):
     assert suite is not None and suite.get("failures") == "1"
     failure = suite.find("testcase/failure")
     assert failure is not None
-    assert failure.get("message", "").startswith("stalled in no known phase: no progress")
+    assert failure.get("message", "").startswith("stalled in Training loop (train_loop): no progress")
     assert "step 1 loss 0.9" in (suite.findtext("testcase/system-out") or "")
     props = {p.get("name"): p.get("value") for p in suite.iter("property")}
     assert props["exit_status"] == "3"
@@ -152,7 +152,7 @@ def test_under_github_actions_a_stall_is_annotated_and_summarized(tmp_path, monk
     assert "No progress for 1s" in annotation
     text = summary.read_text()
     assert text.startswith("earlier step\n## hangwatch: stalled in Training loop (train_loop)")
-    assert "### Phase timeline" in text
+    assert "### Timeline" in text
     assert "### Advice" in text
 
 

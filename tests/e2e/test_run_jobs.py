@@ -31,23 +31,33 @@ class Run:
     status: int
     stdout: str
     stderr: str
-    quiet_s: float  # from the job's last output line to hangwatch's exit
+    quiet_s: float  # from the job's last stdout line to hangwatch's exit
     pids: list[int]
     dir: Path
 
     def report(self) -> dict[str, Any]:
-        [report] = (self.dir / "reports").glob("*/report.json")
+        [report] = (self.dir / "hangwatch-reports").glob("*/report.json")
         return json.loads(report.read_text())
 
     def stacks(self) -> list[str]:
-        return [p["stack"] for p in self.report()["processes"] if p.get("stack")]
+        """Every Python stack in the report. Where py-spy is missing or may not attach
+        (ptrace_scope without CAP_SYS_PTRACE), the rest of the test has passed; skip."""
+        processes = self.report()["processes"]
+        stacks = [p["stack"] for p in processes if p.get("stack")]
+        errors = [p.get("stack_error") or "" for p in processes]
+        if not stacks and any("py-spy" in e for e in errors):
+            pytest.skip(f"no stacks here: {errors[0]}")
+        return stacks
 
     def leftovers(self) -> list[int]:
+        """Job processes still alive; killed here, so a failing test leaks nothing."""
         left = []
         for pid in self.pids:
             try:
-                if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                proc = psutil.Process(pid)
+                if proc.status() != psutil.STATUS_ZOMBIE:
                     left.append(pid)
+                    proc.kill()
             except psutil.NoSuchProcess:
                 pass
         return left
@@ -65,22 +75,33 @@ def hangwatch_run(tmp_path: Path, job: str, *job_args: str, stall: str = "3s",
         cwd=tmp_path, env=child_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout is not None and proc.stderr is not None
     last_line = [time.monotonic()]
+    stdout_lines: list[bytes] = []
     stderr_chunks: list[bytes] = []
-    reader = threading.Thread(target=lambda: stderr_chunks.extend(proc.stderr or []))
-    reader.start()
-    stdout_lines = []
-    for line in proc.stdout:
-        stdout_lines.append(line)
-        last_line[0] = time.monotonic()
+
+    def read_stdout() -> None:
+        for line in proc.stdout or []:
+            stdout_lines.append(line)
+            if not line.startswith(b"::"):  # hangwatch's own GitHub annotation, at the end
+                last_line[0] = time.monotonic()
+
+    readers = [threading.Thread(target=read_stdout),
+               threading.Thread(target=lambda: stderr_chunks.extend(proc.stderr or []))]
+    for reader in readers:
+        reader.start()
     try:
         status = proc.wait(timeout=timeout)
+        ended = time.monotonic()
+    except subprocess.TimeoutExpired:
+        proc.terminate()  # hangwatch passes it on: the job goes down with it
+        proc.wait(timeout=30)
+        pytest.fail(f"hangwatch run did not finish within {timeout}s")
     finally:
-        proc.kill()
-    reader.join()
+        for reader in readers:
+            reader.join()
     pids = [int(p) for p in pids_file.read_text().split()] if pids_file.exists() else []
     return Run(status, b"".join(stdout_lines).decode(errors="replace"),
                b"".join(stderr_chunks).decode(errors="replace"),
-               time.monotonic() - last_line[0], pids, tmp_path)
+               ended - last_line[0], pids, tmp_path)
 
 
 # --- PyTorch distributed on CPU (gloo) ------------------------------------------------------
@@ -95,18 +116,21 @@ def test_ddp_rank_skipping_all_reduce_fails_fast_with_the_blocked_ranks_stack(tm
     assert run.status == 3, run.stderr
     assert run.quiet_s < 5 + SLACK_S
     assert "step 2 loss" in run.stdout and "step 3 loss" not in run.stdout
-    stall = run.report()["stall"]
-    assert stall["phase"] == "train_loop"
-    assert any("all_reduce (torch/distributed/distributed_c10d.py" in s for s in run.stacks())
+    report = run.report()
+    assert report["stall"]["phase"] == "train_loop"
+    assert [e["phase"] for e in report["timeline"]] == ["dist_init", "train_loop"]
     assert len(run.pids) == 3  # the launcher and two ranks
     assert run.leftovers() == []
-    # the CI outputs: an annotation, a step summary naming the blocked frame, a failed case
+    # the CI outputs: an annotation, a step summary, a failed test case
     assert "::error title=hangwatch%3A stall in Training loop (train_loop)::" in run.stdout
     text = summary.read_text()
     assert "## hangwatch: stalled in Training loop (train_loop)" in text
-    assert "`all_reduce (torch/distributed/distributed_c10d.py" in text
     failure = ET.parse(tmp_path / "junit.xml").getroot().find("testsuite/testcase/failure")
     assert failure is not None and "train_loop" in failure.get("message", "")
+    # and the evidence: rank 0 waits inside all_reduce for the rank that skipped it
+    blocked = "all_reduce (torch/distributed/distributed_c10d.py"
+    assert any(blocked in s for s in run.stacks())
+    assert blocked in text
 
 
 def test_rank_that_never_joins_stalls_in_distributed_init(tmp_path):
@@ -156,11 +180,11 @@ def test_processes_that_leave_the_group_or_ignore_sigterm_do_not_survive(tmp_pat
 
 
 def test_healthy_job_printing_every_second_is_never_flagged(tmp_path):
-    run = hangwatch_run(tmp_path, "healthy.py", "--seconds", "5", "--every", "1", stall="2s")
+    run = hangwatch_run(tmp_path, "healthy.py", "--seconds", "5", "--every", "1", stall="3s")
     assert run.status == 0, run.stderr
     assert "step 5 loss" in run.stdout
     assert "STALL" not in run.stderr
-    assert not (tmp_path / "reports").exists()
+    assert not (tmp_path / "hangwatch-reports").exists()
 
 
 @pytest.mark.parametrize(("args", "status"), [(("--exit", "7"), 7),

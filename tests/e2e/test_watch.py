@@ -103,7 +103,7 @@ def test_log_already_quiet_longer_than_threshold_stalls_at_once(tmp_path: Path):
 
 
 def test_plain_output_when_not_a_terminal(blocked_job, tmp_path: Path):
-    log, job = blocked_job
+    log, _job = blocked_job
     result = hangwatch(str(log), "--stall", "2s", "--exit-on-stall", "--no-snapshot",
                        "--report-dir", str(tmp_path / "r"))
     assert result.returncode == 3

@@ -136,6 +136,16 @@ def test_without_a_snapshot_the_report_says_so(tmp_path):
     assert "- (snapshots disabled)" in md and "## Processes" not in md
 
 
+def test_collection_problems_are_listed_once(tmp_path):
+    empty = {**snapshot(), "processes": [], "errors": [{"collector": "system",
+                                                        "error": "timed out"}]}
+    note = "no process of the job found: name it with --pid PID or --match REGEX"
+    empty["discovery"] = {**empty["discovery"], "notes": [note]}
+    md = (write(tmp_path, snapshot=empty) / "report.md").read_text()
+    assert md.count(note) == 1
+    assert "## Collection notes\n\n- system: timed out\n" in md
+
+
 def test_two_stalls_in_the_same_second_get_their_own_folders(tmp_path):
     assert write(tmp_path).name == "20260101T000000Z-weight_sync"
     assert write(tmp_path).name == "20260101T000000Z-weight_sync-2"

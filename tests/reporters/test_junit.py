@@ -25,7 +25,8 @@ def test_a_stall_is_one_failed_case_with_the_verdict_advice_and_log_tail(tmp_pat
     assert case.get("name") == "no stall" and case.get("time") == "6.500"
     failure = case.find("failure")
     assert failure is not None
-    assert failure.get("message") == "stalled in dist_init: no progress for 5s"
+    assert failure.get("message") == ("stalled in Distributed init (dist_init): no progress "
+                                      "for 5s")
     assert "phase in progress: Distributed init (dist_init)" in (failure.text or "")
     assert "advice: Start every rank" in (failure.text or "")
     # terminal colour codes cannot be held by XML 1.0; the rest of the line stays

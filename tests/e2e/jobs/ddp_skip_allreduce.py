@@ -69,7 +69,7 @@ def main() -> None:
     parser.add_argument("--skip-at", type=int, default=0, help="0: never skip")
     args = parser.parse_args()
     record_pid()
-    print("Starting training loop")
+    print(f"launching {WORLD_SIZE} ranks")
     mp.spawn(train, args=(free_port(), args.steps, args.skip_at), nprocs=WORLD_SIZE)
     print("Training finished")
 

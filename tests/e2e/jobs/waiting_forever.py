@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-print("Loading dataset shards")
+print("launcher: started, 2 workers expected")
 start = time.monotonic()
 while True:
     time.sleep(0.25)

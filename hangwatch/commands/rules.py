@@ -1,0 +1,453 @@
+"""`hangwatch rules`: list, show, lint and test rule packs.
+
+`test` is the tool for writing a pack: it runs the real engine over a log and says, line by
+line, which rule hit and whether the line counted as progress, then which rules never hit and
+which lines nothing matched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from hangwatch.config import load_builtin_packs, load_pack_file, load_rule_set, rule_files
+from hangwatch.core.clock import FakeClock
+from hangwatch.core.engine import Engine
+from hangwatch.core.events import PhaseEvent
+from hangwatch.core.lines import LineSplitter
+from hangwatch.core.model import PhaseRule, RulePack
+from hangwatch.core.progress import ProgressJudge
+from hangwatch.core.rules import KINDS, LineMatch, RuleSet
+from hangwatch.errors import ConfigError, ConfigErrors, ExitStatus, HangwatchError
+
+READ_SIZE = 1 << 20
+EXAMPLES = 5  # unmatched lines shown in the summary
+TEXT_WIDTH = 160
+
+
+def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    actions = {"list": _list, "show": _show, "lint": _lint, "test": _test}
+    return actions[args.rules_command](args, out)
+
+
+# --- list ----------------------------------------------------------------------------------
+
+
+def _list(args: argparse.Namespace, out: TextIO) -> int:
+    rules = load_rule_set(args.rules)
+    rows = [{"pack": p.name, "source": "built-in" if p.builtin else p.file,
+             "extends": list(p.extends), "description": p.description, **p.rule_count()}
+            for p in rules.packs]
+    if args.json:
+        out.write(json.dumps({"packs": rows}, ensure_ascii=False) + "\n")
+        return ExitStatus.OK
+    counts = ("phases", "signals", "noise", "progress", "finish", "diagnoses")
+    width = max(len(r["pack"]) for r in rows)
+    print(f"{'PACK':<{width}}  " + " ".join(f"{c.upper():>9}" for c in counts)
+          + "  SOURCE    DESCRIPTION", file=out)
+    for r in rows:
+        source = "built-in" if r["source"] == "built-in" else "--rules"
+        print(f"{r['pack']:<{width}}  " + " ".join(f"{r[c]:>9}" for c in counts)
+              + f"  {source:<8}  {_first_sentence(r['description'])}", file=out)
+    return ExitStatus.OK
+
+
+def _first_sentence(text: str) -> str:
+    head = text.split(": ")[0].split(". ")[0]
+    return head if len(head) <= 80 else head[:77] + "..."
+
+
+# --- show ----------------------------------------------------------------------------------
+
+
+def _show(args: argparse.Namespace, out: TextIO) -> int:
+    rules = load_rule_set(args.rules)
+    by_name = {p.name: p for p in rules.packs}
+    pack = by_name.get(args.pack)
+    if pack is None:
+        raise HangwatchError(f"no pack named {args.pack!r} (known: {', '.join(sorted(by_name))})")
+    sections = effective_rules(rules, pack)
+    if args.json:
+        doc = {"pack": pack.name, "description": pack.description, "extends": list(pack.extends),
+               "file": pack.file,
+               **{kind: [{**_rule_dict(r), "origin": _origin(r)} for r in items]
+                  for kind, items in sections.items()}}
+        out.write(json.dumps(doc, ensure_ascii=False) + "\n")
+        return ExitStatus.OK
+    out.write(_show_yaml(pack, sections))
+    return ExitStatus.OK
+
+
+def effective_rules(rules: RuleSet, pack: RulePack) -> dict[str, list[Any]]:
+    """The rules `pack` and the packs it extends contribute, each as it runs after overrides
+    (by an extending built-in pack or a user pack with the same id)."""
+    family = _ancestors(pack, {p.name: p for p in rules.packs})
+    sections: dict[str, list[Any]] = {}
+    for kind in KINDS:
+        ids = {r.id for p in rules.packs if p.name in family for r in getattr(p, kind)}
+        sections[kind] = [r for r in getattr(rules, kind) if r.id in ids]
+    return sections
+
+
+def _ancestors(pack: RulePack, by_name: dict[str, RulePack]) -> set[str]:
+    seen: set[str] = set()
+    todo = [pack.name]
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in by_name:
+            continue
+        seen.add(name)
+        todo.extend(by_name[name].extends)
+    return seen
+
+
+def _rule_dict(rule: Any) -> dict[str, Any]:
+    """A rule in the pack file schema, so `show` output can be copied into a pack."""
+    if isinstance(rule, PhaseRule):
+        data: dict[str, Any] = {"id": rule.id, "title": rule.title, "start": rule.start}
+        if rule.done:
+            data["done"] = rule.done
+        if rule.stall_after is not None:
+            data["stall_after"] = _duration_text(rule.stall_after)
+    else:
+        data = {"id": rule.id}
+        for key in ("match", "severity", "counter"):
+            if getattr(rule, key, None) is not None:
+                data[key] = getattr(rule, key)
+        if getattr(rule, "heartbeat", False):
+            data["heartbeat"] = True
+        if hasattr(rule, "when"):
+            data["when"] = {k: v[0] if len(v) == 1 else list(v) for k, v in rule.when}
+    if getattr(rule, "advice", ()):
+        data["advice"] = list(rule.advice)
+    return data
+
+
+def _duration_text(seconds: float) -> str:
+    s = int(seconds)
+    if s != seconds:
+        return f"{seconds:g}s"
+    for unit, size in (("h", 3600), ("m", 60)):
+        if s % size == 0:
+            return f"{s // size}{unit}"
+    return f"{s}s"
+
+
+def _origin(rule: Any) -> dict[str, Any]:
+    return {"pack": rule.origin.pack, "file": rule.origin.file, "line": rule.origin.line}
+
+
+def _show_yaml(pack: RulePack, sections: dict[str, list[Any]]) -> str:
+    import yaml
+
+    head: dict[str, Any] = {"pack": pack.name}
+    if pack.description:
+        head["description"] = pack.description
+    if pack.extends:
+        head["extends"] = list(pack.extends)
+    parts = [f"# {pack.file}\n", _dump(head)]
+    for kind, items in sections.items():
+        if not items:
+            continue
+        parts.append(f"\n{kind}:\n")
+        for rule in items:
+            parts.append(f"  # from {rule.origin.pack} ({rule.origin})\n")
+            body = yaml.safe_dump([_rule_dict(rule)], sort_keys=False, allow_unicode=True,
+                                  width=100)
+            parts.append("".join(f"  {line}\n" for line in body.splitlines()))
+    return "".join(parts)
+
+
+def _dump(data: dict[str, Any]) -> str:
+    import yaml
+
+    return str(yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100))
+
+
+# --- lint ----------------------------------------------------------------------------------
+
+
+@dataclass
+class LintResult:
+    errors: list[ConfigError] = field(default_factory=list)
+    warnings: list[ConfigError] = field(default_factory=list)
+    packs: list[RulePack] = field(default_factory=list)
+
+
+def lint(paths: Sequence[Path]) -> LintResult:
+    """Each file alone, then all of them merged with the built-in packs (so an id that a
+    built-in pack already uses is found)."""
+    result = LintResult()
+    files: list[Path] = []
+    for path in paths:
+        try:
+            files.extend(rule_files(path))
+        except ConfigError as exc:
+            result.errors.append(exc)
+    builtin_files = {Path(p.file).resolve(): p for p in load_builtin_packs()}
+    for file in files:
+        try:
+            result.packs.append(load_pack_file(file, builtin=file.resolve() in builtin_files))
+        except ConfigErrors as exc:
+            result.errors.extend(exc.errors)
+    for pack in result.packs:
+        result.errors.extend(_pattern_errors(pack))
+        result.warnings.extend(_pattern_warnings(pack))
+    if not result.errors and result.packs:
+        linted = {Path(p.file).resolve() for p in result.packs}
+        others = [p for f, p in builtin_files.items() if f not in linted]
+        try:
+            RuleSet([*others, *result.packs])
+        except ConfigErrors as exc:
+            result.errors.extend(exc.errors)
+        result.warnings.extend(_override_notes(others, result.packs))
+    return result
+
+
+def _patterns(pack: RulePack) -> Iterator[tuple[Any, str, str]]:
+    for phase in pack.phases:
+        yield phase, "start", phase.start
+        if phase.done:
+            yield phase, "done", phase.done
+    for kind in ("signals", "noise", "progress", "finish"):
+        for rule in getattr(pack, kind):
+            yield rule, "match", rule.match
+
+
+def _pattern_errors(pack: RulePack) -> Iterator[ConfigError]:
+    import regex
+
+    for rule, key, pattern in _patterns(pack):
+        if regex.search(pattern, ""):
+            yield ConfigError(f"`{key}` matches an empty line, so it hits every line: "
+                              f"{pattern!r}", file=pack.file, line=rule.origin.line, rule=rule.id)
+
+
+def _pattern_warnings(pack: RulePack) -> Iterator[ConfigError]:
+    for rule, key, pattern in _patterns(pack):
+        if pattern.startswith((".*", "^.*", "(.*")):
+            yield ConfigError(f"warning: `{key}` starts with `.*`, which is slow on large logs; "
+                              f"patterns are searched anywhere in the line already",
+                              file=pack.file, line=rule.origin.line, rule=rule.id)
+    for phase in pack.phases:
+        if not phase.advice:
+            yield ConfigError("warning: phase has no advice; a stall in it will only say where "
+                              "it stopped", file=pack.file, line=phase.origin.line, rule=phase.id)
+
+
+def _override_notes(builtins: Sequence[RulePack], packs: Sequence[RulePack]) -> Iterator[ConfigError]:
+    owners = {r.id: p.name for p in builtins for kind in KINDS for r in getattr(p, kind)}
+    for pack in packs:
+        if pack.builtin:
+            continue
+        for kind in KINDS:
+            for rule in getattr(pack, kind):
+                if rule.id in owners:
+                    yield ConfigError(f"note: replaces the built-in rule of pack "
+                                      f"{owners[rule.id]}", file=pack.file,
+                                      line=rule.origin.line, rule=rule.id)
+
+
+def _lint(args: argparse.Namespace, out: TextIO) -> int:
+    result = lint([Path(f) for f in args.files])
+    if args.json:
+        doc = {"ok": not result.errors,
+               "errors": [_error_dict(e) for e in result.errors],
+               "warnings": [_error_dict(e) for e in result.warnings],
+               "packs": [{"pack": p.name, "file": p.file, **p.rule_count()}
+                         for p in result.packs]}
+        out.write(json.dumps(doc, ensure_ascii=False) + "\n")
+    else:
+        for problem in [*result.errors, *result.warnings]:
+            print(problem.render(), file=out)
+        if result.errors:
+            print(f"{len(result.errors)} error(s)", file=out)
+        for pack in result.packs if not result.errors else ():
+            counts = ", ".join(f"{n} {k}" for k, n in pack.rule_count().items() if n)
+            print(f"ok: {pack.file}: pack {pack.name} ({counts or 'no rules'})", file=out)
+    return ExitStatus.USAGE if result.errors else ExitStatus.OK
+
+
+def _error_dict(error: ConfigError) -> dict[str, Any]:
+    return {"file": error.file, "line": error.line, "rule": error.rule,
+            "message": error.message}
+
+
+# --- test ----------------------------------------------------------------------------------
+
+
+@dataclass
+class LineReport:
+    number: int
+    text: str
+    progress: bool
+    hits: list[dict[str, Any]]
+
+
+class RuleTester:
+    """Feeds lines to a real Engine and explains, for each, which rules hit and why it was or
+    was not progress. The clock advances one second a line, so "progress" means the line
+    reset the engine's idle time."""
+
+    def __init__(self, rules: RuleSet) -> None:
+        self.rules = rules
+        self.clock = FakeClock()
+        self.engine = Engine(rules, default_stall=600.0, clock=self.clock)
+        self.judge = ProgressJudge()  # sees the same hits as the engine's, one by one
+        self.counts: Counter[tuple[str, str]] = Counter()
+        self.lines = 0
+        self.unmatched = 0
+        self.examples: list[str] = []
+        self.owner = {r.id: p.name for p in rules.packs for k in KINDS for r in getattr(p, k)}
+
+    def feed(self, text: str) -> LineReport | None:
+        self.lines += 1
+        self.clock.advance(1.0)
+        match = self.rules.match(text)
+        events = self.engine.feed_line("log", text)
+        progress = self.engine.idle() == 0.0
+        if match is None:
+            self.unmatched += 1
+            stripped = text.strip()
+            if stripped and len(self.examples) < EXAMPLES and stripped not in self.examples:
+                self.examples.append(stripped[:TEXT_WIDTH])
+            return None
+        hits = list(self._hits(match, events))
+        for hit in hits:
+            self.counts[(hit["kind"], hit["rule"])] += 1
+        return LineReport(self.lines, text, progress, hits)
+
+    def _hits(self, match: LineMatch, events: list[Any]) -> Iterator[dict[str, Any]]:
+        phases = {(e.phase, e.state) for e in events if isinstance(e, PhaseEvent)}
+        for rule in match.phase_dones:
+            done = (rule.id, "completed") in phases
+            yield self._hit("phase-done", rule.id, "completed" if done else "was not open")
+        for rule in match.phase_starts:
+            started = (rule.id, "started") in phases
+            yield self._hit("phase-start", rule.id, "started" if started else "already open")
+        for signal in match.signals:
+            yield self._hit("signal", signal.id, signal.severity)
+        if match.noise is not None:
+            yield self._hit("noise", match.noise.id, "output, not progress")
+        for rule, found in match.progress:
+            advanced = self.judge.advances([(rule, found)])
+            if rule.counter is not None:
+                value = found.group(rule.counter)
+                detail = f"{rule.counter}={value} " + ("grew" if advanced else "did not grow")
+            else:
+                detail = "heartbeat " + ("changed" if advanced else "unchanged")
+            yield self._hit("progress", rule.id, detail, advanced=advanced)
+        if match.finish is not None:
+            yield self._hit("finish", match.finish.id, "the job ended cleanly")
+
+    def _hit(self, kind: str, rule_id: str, detail: str, **extra: Any) -> dict[str, Any]:
+        return {"kind": kind, "rule": rule_id, "pack": self.owner.get(rule_id, "?"),
+                "detail": detail, **extra}
+
+    def never_hit(self, packs: set[str]) -> list[dict[str, str]]:
+        hit = {rule for _, rule in self.counts}
+        missing = []
+        for pack in self.rules.packs:
+            if pack.name not in packs:
+                continue
+            for kind, rules in (("phase", pack.phases), ("signal", pack.signals),
+                                ("noise", pack.noise), ("progress", pack.progress),
+                                ("finish", pack.finish)):
+                missing.extend({"kind": kind, "rule": r.id, "pack": pack.name}
+                               for r in rules if r.id not in hit)
+        return missing
+
+    def summary(self) -> dict[str, Any]:
+        users = {p.name for p in self.rules.packs if not p.builtin}
+        hit_packs = {self.owner.get(rule, "?") for _, rule in self.counts}
+        scope = users or hit_packs
+        state = self.engine.state()
+        return {
+            "lines": self.lines,
+            "matched": self.lines - self.unmatched,
+            "hits": [{"kind": k, "rule": r, "pack": self.owner.get(r, "?"), "count": n}
+                     for (k, r), n in sorted(self.counts.items())],
+            "never_hit_scope": sorted(scope),
+            "never_hit": self.never_hit(scope),
+            "unmatched": {"count": self.unmatched, "examples": self.examples},
+            "end": {"phase": state["phase"], "last_completed": state["last_completed"],
+                    "finished": state["finished"]},
+        }
+
+
+def read_lines(path: Path) -> Iterator[str]:
+    """The log's lines as the follower cuts them (a tqdm `\\r` redraw is a line)."""
+    try:
+        with path.open("rb") as fh:
+            splitter = LineSplitter()
+            while chunk := fh.read(READ_SIZE):
+                yield from _decoded(splitter.push(chunk))
+            yield from _decoded(splitter.flush())
+    except OSError as exc:
+        raise HangwatchError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def _decoded(block: bytes) -> Iterator[str]:
+    for raw in block.split(b"\n")[:-1]:
+        yield raw.decode("utf-8", "replace")
+
+
+def _test(args: argparse.Namespace, out: TextIO) -> int:
+    path = Path(args.log)
+    if not path.is_file():
+        raise HangwatchError(f"no such log file: {path}")
+    tester = RuleTester(load_rule_set(args.rules))
+    reports: list[dict[str, Any]] = []
+    for text in read_lines(path):
+        report = tester.feed(text)
+        if report is None:
+            continue
+        if args.json:
+            reports.append({"line": report.number, "text": report.text,
+                            "progress": report.progress, "hits": report.hits})
+        else:
+            _print_report(report, out)
+    summary = tester.summary()
+    if args.json:
+        out.write(json.dumps({"log": str(path), "lines": reports, "summary": summary},
+                             ensure_ascii=False) + "\n")
+    else:
+        _print_summary(summary, out)
+    return ExitStatus.OK
+
+
+def _print_report(report: LineReport, out: TextIO) -> None:
+    verdict = "progress" if report.progress else "quiet"
+    print(f"{report.number:>7} {verdict:<8} | {report.text.strip()[:TEXT_WIDTH]}", file=out)
+    for hit in report.hits:
+        print(f"{'':>18}{hit['kind']:<12} {hit['rule']} ({hit['pack']}): {hit['detail']}",
+              file=out)
+
+
+def _print_summary(summary: dict[str, Any], out: TextIO) -> None:
+    plain = summary["lines"] - summary["matched"]
+    print(f"\nsummary: {summary['lines']} lines, {summary['matched']} hit a rule, {plain} "
+          f"plain (plain lines are progress)", file=out)
+    if summary["hits"]:
+        print("hits per rule:", file=out)
+        for hit in summary["hits"]:
+            print(f"  {hit['count']:>7}  {hit['kind']:<12} {hit['rule']} ({hit['pack']})",
+                  file=out)
+    if summary["never_hit"]:
+        scope = ", ".join(summary["never_hit_scope"])
+        print(f"rules never hit (packs {scope}):", file=out)
+        for rule in summary["never_hit"]:
+            print(f"  {rule['kind']:<9} {rule['rule']} ({rule['pack']})", file=out)
+    unmatched = summary["unmatched"]
+    print(f"lines that matched no rule: {unmatched['count']}", file=out)
+    for example in unmatched["examples"]:
+        print(f"  | {example}", file=out)
+    end = summary["end"]
+    print(f"at the end: phase {end['phase'] or 'none'}, last completed "
+          f"{end['last_completed'] or 'none'}, finished: {'yes' if end['finished'] else 'no'}",
+          file=out)

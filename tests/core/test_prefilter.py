@@ -1,0 +1,370 @@
+"""The prefilter must never change what the engine reports: every test compares it with
+matching line by line (RuleSet.match), on rule packs, fixtures, generated logs, and random
+patterns against random lines."""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+from hangwatch.config import load_pack_text, load_rule_set
+from hangwatch.core.clock import FakeClock
+from hangwatch.core.engine import Engine
+from hangwatch.core.events import RecoveredEvent, StallEvent
+from hangwatch.core.lines import LineSplitter
+from hangwatch.core.model import NoiseRule, Origin, ProgressRule, RulePack, SignalRule
+from hangwatch.core.prefilter import (
+    PROBE_LINES,
+    Prefilter,
+    Untranslatable,
+    build_prefilter,
+    line_forms,
+    translate,
+    try_build,
+)
+from hangwatch.core.rules import RuleSet
+
+hyperscan = pytest.importorskip("hyperscan")
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = sorted((ROOT / "tests" / "fixtures" / "packs").glob("*/*.log"))
+ORIGIN = Origin("t.yaml", 1, "t")
+
+
+# --- helpers -------------------------------------------------------------------------------
+
+def rule_set(*, noise: tuple[str, ...] = (), signals: tuple[str, ...] = (),
+             beats: tuple[str, ...] = ()) -> RuleSet:
+    pack = RulePack(
+        name="t", file="t.yaml",
+        noise=tuple(NoiseRule(f"n{i}", p, ORIGIN) for i, p in enumerate(noise)),
+        signals=tuple(SignalRule(f"s{i}", p, "warning", ORIGIN) for i, p in enumerate(signals)),
+        progress=tuple(ProgressRule(f"p{i}", p, ORIGIN, heartbeat=True)
+                       for i, p in enumerate(beats)),
+    )
+    return RuleSet([pack])
+
+
+def verdicts(prefilter: Prefilter, lines: list[bytes]) -> list[object]:
+    """What the prefilter says of each line alone: "plain", "noise" or the LineMatch."""
+    out: list[object] = []
+    for line in lines:
+        [(count, plain_at, _text, match)] = prefilter.segments(line + b"\n")
+        if match is not None:
+            assert count == 0
+            out.append(match)
+        else:
+            assert count == 1
+            out.append("plain" if plain_at == 1 else "noise")
+    return out
+
+
+def expected(rules: RuleSet, lines: list[bytes]) -> list[object]:
+    out: list[object] = []
+    for line in lines:
+        found = rules.match(line.decode("utf-8", "replace"))
+        if found is None:
+            out.append("plain")
+        elif not (found.phase_starts or found.phase_dones or found.signals or found.progress
+                  or found.finish):
+            out.append("noise")
+        else:
+            out.append(found)
+    return out
+
+
+def comparable(items: list[object]) -> list[object]:
+    """LineMatch holds regex.Match objects, which compare by identity: compare their spans."""
+    def plain(item: object) -> object:
+        if isinstance(item, str):
+            return item
+        return (item.phase_starts, item.phase_dones, item.signals, item.noise,  # type: ignore[attr-defined]
+                tuple((r, m.span(), m.groupdict()) for r, m in item.progress),  # type: ignore[attr-defined]
+                item.finish)  # type: ignore[attr-defined]
+    return [plain(i) for i in items]
+
+
+def run_engine(rules: RuleSet, prefilter: Prefilter | None, data: bytes, *, block: int,
+               stall_every: int = 0) -> tuple[list, dict]:
+    """Feed `data` in blocks through a LineSplitter (as check and the follower do); every
+    `stall_every` blocks, let the clock pass the stall threshold so recoveries are tested."""
+    clock = FakeClock()
+    engine = Engine(rules, default_stall=30.0, clock=clock, prefilter=prefilter)
+    splitter = LineSplitter()
+    events: list = []
+    for i in range(0, len(data), block):
+        events += engine.feed_block("log", splitter.push(data[i:i + block]))
+        clock.advance(40.0 if stall_every and (i // block) % stall_every == 0 else 1.0)
+        events += engine.tick()
+    events += engine.feed_block("log", splitter.flush())
+    return events, engine.state()
+
+
+def assert_same_engine(rules: RuleSet, data: bytes, *, block: int, stall_every: int = 0,
+                       prefilter: Prefilter | None = None) -> list:
+    prefilter = prefilter or build_prefilter(rules)
+    assert prefilter is not None
+    fast = run_engine(rules, prefilter, data, block=block, stall_every=stall_every)
+    slow = run_engine(rules, None, data, block=block, stall_every=stall_every)
+    assert fast[0] == slow[0]
+    assert fast[1] == slow[1]
+    return slow[0]
+
+
+@pytest.fixture(scope="module")
+def builtin() -> tuple[RuleSet, Prefilter]:
+    rules = load_rule_set()
+    prefilter, status = try_build(rules)
+    assert prefilter is not None, status
+    return rules, prefilter
+
+
+# --- the built-in packs --------------------------------------------------------------------
+
+def test_every_builtin_pattern_translates_exactly():
+    rules = load_rule_set()
+    for _kind, rule_id, pattern in rules.patterns():
+        assert translate(pattern).exact, (rule_id, pattern)
+
+
+@pytest.mark.parametrize("log", FIXTURES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_fixture_lines_get_the_verdict_of_line_by_line_matching(builtin, log):
+    rules, prefilter = builtin
+    lines = log.read_bytes().replace(b"\r\n", b"\n").replace(b"\r", b"\n").splitlines()
+    assert comparable(verdicts(prefilter, lines)) == comparable(expected(rules, lines))
+
+
+@pytest.mark.parametrize("block", [64, 4096, 1 << 20])
+def test_fixture_logs_give_the_same_events_in_any_block_size(builtin, block):
+    rules, prefilter = builtin
+    for log in FIXTURES:
+        assert_same_engine(rules, log.read_bytes(), block=block, stall_every=3,
+                           prefilter=prefilter)
+
+
+def test_generated_log_gives_the_same_events_and_recoveries(builtin, tmp_path):
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import loggen
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    rules, prefilter = builtin
+    for mix in loggen.MIXES:
+        log = tmp_path / f"{mix}.log"
+        loggen.generate(log, 300_000, seed=7, mix=mix)
+        events = assert_same_engine(rules, log.read_bytes(), block=9000, stall_every=2,
+                                    prefilter=prefilter)
+        assert any(isinstance(e, RecoveredEvent) for e in events)
+        assert any(isinstance(e, StallEvent) for e in events)
+
+
+# --- blocks: plain lines, noise runs, recoveries -------------------------------------------
+
+NOISY = rule_set(noise=(r"\bNCCL INFO\b",), signals=("WARN",), beats=(r"alive \d+",))
+
+
+def test_block_of_noise_longer_than_the_probe_has_no_progress():
+    prefilter = build_prefilter(NOISY)
+    data = b"h:1:2 [0] NCCL INFO Channel 00\n" * (PROBE_LINES * 3)
+    assert prefilter.segments(data) == [(PROBE_LINES * 3, 0, "", None)]
+
+
+def test_plain_line_after_a_long_noise_run_is_found_at_its_place():
+    prefilter = build_prefilter(NOISY)
+    noise = b"NCCL INFO x\n" * (PROBE_LINES + 40)
+    assert prefilter.segments(noise + b"plain\n" + noise) == [
+        (2 * (PROBE_LINES + 40) + 1, PROBE_LINES + 41, "", None)]
+
+
+def test_recovery_lands_on_the_first_plain_line_after_noise_and_a_signal():
+    lines = [b"NCCL INFO a", b"a WARN b", b"NCCL INFO c", b"plain", b"NCCL INFO d", b"x"]
+    events = assert_same_engine(NOISY, b"first\n" + b"\n".join(lines) + b"\n",
+                                block=6, stall_every=1)
+    assert [e.line for e in events if isinstance(e, RecoveredEvent)]
+
+
+def test_unterminated_last_line_and_empty_lines_count_as_line_by_line():
+    assert_same_engine(NOISY, b"\n\nNCCL INFO x\n\nWARN\nalive 3\nalive 3\nlast", block=1 << 20)
+    assert_same_engine(NOISY, b"\n", block=1 << 20, stall_every=1)
+
+
+def test_heartbeat_only_counts_when_it_changes():
+    data = b"".join(b"alive 1\n" if i % 3 else b"alive 2\n" for i in range(50))
+    assert_same_engine(NOISY, data, block=40, stall_every=1)
+
+
+def test_line_with_other_bytes_is_matched_as_decoded_text():
+    rules = rule_set(noise=(r"caf\w",), signals=(r"(?i)k.b", r"x\bY"), beats=(r"\d+/\d+",))
+    prefilter = build_prefilter(rules)
+    lines = ["café", "cafe\u0301", "\u212a\u2588b", "x\u00e9Y", "3/4 \u2588\u2588",
+             "\u00e9\u00e9 plain"]
+    raw = [s.encode() for s in lines] + [b"caf\xff bad utf-8", b"\xe2\x96 k\xffB"]
+    assert comparable(verdicts(prefilter, raw)) == comparable(expected(rules, raw))
+
+
+# --- translation ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("pattern", [
+    r"(?i)nccl warn", r"a(?i)b|c", r"(?i:ab)c", r"x{,3}y{2}z{,}", r"a{}b", r"a{x}", r"{ab}",
+    r"[]a]+", r"[^]a]", r"[\]\\-]", r"[[:digit:]x]", r"\Aab\Z", r"^\d+$", r"\bfo\B",
+    r"[^\w\s]", r"(?s).", r"(?P<n>\d+)/(?P=n)?", r"\x41\101\u0042", r"a.*?b+?c??",
+    r"(?#comment)a", r"\N{LATIN SMALL LETTER A}b", r"\p{Lu}\P{L}", r"(?i)\u212a",
+])
+def test_tricky_syntax_translates_to_the_same_lines(pattern):
+    check_pattern(pattern, random.Random(pattern), lines=400)
+
+
+@pytest.mark.parametrize("pattern", [
+    r"a(?=b)", r"(?<!x)y", r"(?<=\s)z", r"(a)\1", r"(?>a+)b", r"a++b", r"(?:ab){e<=1}",
+    r"(?(1)a|b)", r"a\Kb", r"\mword\M", r"x\Gy",
+])
+def test_constructs_hyperscan_lacks_widen_to_a_superset(pattern):
+    assert not translate(pattern).exact
+    check_pattern(pattern, random.Random(pattern), lines=400)
+
+
+@pytest.mark.parametrize("pattern", [r"(?x) a b", r"(?V1)[[a]--[b]]", r"(?f)ss", r"(?w)\b"])
+def test_flags_it_cannot_follow_are_refused(pattern):
+    with pytest.raises(Untranslatable):
+        translate(pattern)
+    prefilter, status = try_build(rule_set(signals=(pattern,)))
+    assert prefilter is None
+    assert "not used" in status
+
+
+def test_random_patterns_agree_with_regex_on_random_lines():
+    rng = random.Random(20260111)
+    for _ in range(300):
+        check_pattern(random_pattern(rng, 3), rng, lines=60)
+
+
+# --- falling back --------------------------------------------------------------------------
+
+def test_rules_that_can_match_the_empty_string_keep_their_lines():
+    rules = rule_set(noise=(r"^\s*$",), signals=("x*y?",))  # blank lines; every line
+    prefilter, status = try_build(rules)
+    assert prefilter is not None
+    assert "(1 exact on ASCII lines); 1 widened where Hyperscan refused them" in status
+    lines = [b"", b"  ", b"abc", b"xy", b"\t"]
+    assert comparable(verdicts(prefilter, lines)) == comparable(expected(rules, lines))
+
+
+def test_without_hyperscan_the_engine_reads_line_by_line(monkeypatch):
+    monkeypatch.setitem(sys.modules, "hyperscan", None)
+    prefilter, status = try_build(NOISY)
+    assert prefilter is None
+    assert "pip install 'hangwatch[fast]'" in status
+
+
+def test_rules_whose_loose_forms_hyperscan_refuses_are_matched_in_full(monkeypatch):
+    prefilter = build_prefilter(NOISY)
+    monkeypatch.setitem(prefilter._lazy, "loose", False)
+    raw = ["NCCL INFO é", "é WARN", "é", "alive 1 é"]
+    lines = [s.encode() for s in raw]
+    assert comparable(verdicts(prefilter, lines)) == comparable(expected(NOISY, lines))
+
+
+def test_pack_text_rules_compile_to_a_prefilter():
+    rules = RuleSet([load_pack_text(
+        "pack: p\nphases:\n  - id: a\n    start: 'A START'\n    done: 'A DONE'\n", "p.yaml")])
+    prefilter = build_prefilter(rules)
+    assert prefilter is not None
+    assert "2 patterns (2 exact" in prefilter.status
+
+
+# --- random patterns -----------------------------------------------------------------------
+
+ALPHABET = "abAB01 _.:-[]()\t"
+OTHER = ["é", "\u2588", "\u212a", "\u017f", "\u00a0", "\u0301", "\ufffd"]
+
+
+def random_pattern(rng: random.Random, depth: int) -> str:
+    parts = []
+    for _ in range(rng.randint(1, 4)):
+        parts.append(random_item(rng, depth) + random_quantifier(rng))
+    pattern = "".join(parts)
+    if rng.random() < 0.2:
+        pattern += "|" + random_pattern(rng, depth - 1) if depth > 0 else ""
+    if rng.random() < 0.1:
+        pattern = "(?i)" + pattern
+    return pattern
+
+
+def random_item(rng: random.Random, depth: int) -> str:
+    k = rng.random()
+    if k < 0.35:
+        return rng.choice(["a", "b", "A", "0", "1", " ", "_", r"\.", ":", "-", r"\[", r"\("])
+    if k < 0.55:
+        return rng.choice([".", r"\d", r"\w", r"\s", r"\D", r"\W", r"\S"])
+    if k < 0.7:
+        return rng.choice(["[a-b0]", "[^ab]", r"[\d.]", r"[^\s:]", "[A-Z_]", r"[\w-]"])
+    if k < 0.8:
+        return rng.choice(["^", "$", r"\b", r"\B"])
+    if depth <= 0:
+        return "a"
+    inner = random_pattern(rng, depth - 1)
+    return rng.choice(["(?:{})", "({})", "(?i:{})", "(?:{}|b)"]).format(inner)
+
+
+def random_quantifier(rng: random.Random) -> str:
+    if rng.random() < 0.6:
+        return ""
+    return rng.choice(["*", "+", "?", "{1,2}", "{2}", "{,2}", "*?", "+?", "{0,1}?"])
+
+
+def random_line(rng: random.Random, other: bool) -> str:
+    chars = [rng.choice(ALPHABET) for _ in range(rng.randint(0, 12))]
+    if other and chars:
+        chars[rng.randrange(len(chars))] = rng.choice(OTHER)
+    return "".join(chars)
+
+
+def check_pattern(pattern: str, rng: random.Random, *, lines: int) -> None:
+    """Strict form == regex on ASCII lines (when exact, else a superset); loose form is a
+    superset on any line; and the whole prefilter gives RuleSet.match's verdict."""
+    import regex
+
+    try:
+        compiled = regex.compile(pattern)
+    except regex.error:
+        return
+    forms = line_forms(pattern)
+    strict, loose = _database(forms.strict), _database(forms.loose)
+    samples = [random_line(rng, other=i % 3 == 0) for i in range(lines)]
+    for text in samples:
+        want = compiled.search(text) is not None
+        raw = text.encode()
+        if text.isascii() and strict is not None:
+            got = _hits(strict, b"x\n" + raw + b"\nx", len(raw) + 2)
+            assert got == want or (got and not forms.exact), (pattern, text, forms.strict)
+        if loose is not None:
+            assert _hits(loose, raw + b"\n", len(raw)) or not want, (pattern, text, forms.loose)
+    rules = rule_set(signals=(pattern,), noise=("::",))
+    prefilter = build_prefilter(rules)
+    assert prefilter is not None
+    raw_lines = [t.encode() for t in samples]
+    assert verdicts(prefilter, raw_lines) == expected(rules, raw_lines)
+
+
+def _database(form: str) -> object | None:
+    """The form compiled alone, or None when Hyperscan refuses it (it can match the empty
+    string: the prefilter then tries the rule on every line)."""
+    db = hyperscan.Database()
+    try:
+        db.compile(expressions=[form.encode()], flags=hyperscan.HS_FLAG_MULTILINE)
+    except hyperscan.error as exc:
+        assert "never match" in str(exc) or "empty" in str(exc) or "anchor" in str(exc), exc
+        return None
+    return db
+
+
+def _hits(db: object, data: bytes, line_end: int) -> bool:
+    """Whether a match ends on the line of `data` that ends at `line_end` (at its last byte,
+    or just past its newline)."""
+    ends: list[int] = []
+    db.scan(data, match_event_handler=lambda _i, _s, end, _f, _c: ends.append(end))  # type: ignore[attr-defined]
+    line_start = data.rfind(b"\n", 0, line_end) + 1
+    return any(line_start < end <= line_end + 1 for end in ends)
