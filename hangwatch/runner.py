@@ -25,7 +25,7 @@ from typing import BinaryIO, Literal, NamedTuple, TextIO
 
 import psutil
 
-from hangwatch.collectors.discover import ProcFS, _descendants
+from hangwatch.collectors.discover import ProcFS, descendants
 from hangwatch.core.lines import LineSplitter
 from hangwatch.errors import HangwatchError
 
@@ -221,7 +221,7 @@ class Job:
         roots.update(e.pid for e in table.values()
                      if self.pid in (e.session, e.pgrp)
                      or (e.ppid == me and e.session != our_session))
-        found = roots | {f.pid for f in _descendants(sorted(roots), table)}
+        found = roots | {f.pid for f in descendants(sorted(roots), table)}
         with self._tree_lock:
             for pid in found & table.keys():
                 known = self._tree.get(pid)

@@ -152,7 +152,7 @@ def discover(*, pids: Sequence[int] = (), known_tree: Sequence[int] = (),
             cmdline = procfs.cmdline(pid) if pid not in ours else None
             if cmdline and pattern.search(cmdline):
                 add([Found(pid, "match", f"command line matches {match!r}")])
-    add(f for f in _descendants(list(found), table) if f.pid not in ours)
+    add(f for f in descendants(list(found), table) if f.pid not in ours)
     if not table:
         notes.append(f"cannot read the process table under {procfs.root}")
     if not found:
@@ -234,7 +234,7 @@ def _feeders(writer: Found, procfs: ProcFS, table: dict[int, ProcEntry]) -> list
             if pid != writer.pid and entry.pgrp == me.pgrp]
 
 
-def _descendants(roots: Sequence[int], table: dict[int, ProcEntry]) -> list[Found]:
+def descendants(roots: Sequence[int], table: dict[int, ProcEntry]) -> list[Found]:
     children: dict[int, list[int]] = {}
     for entry in table.values():
         children.setdefault(entry.ppid, []).append(entry.pid)

@@ -122,7 +122,8 @@ def test_junit_fails_on_a_stall_and_passes_otherwise(tmp_path):
     assert suite is not None and suite.get("failures") == "1"
     failure = suite.find("testcase/failure")
     assert failure is not None
-    assert failure.get("message", "").startswith("stalled in Training loop (train_loop): no progress")
+    assert failure.get("message", "").startswith(
+        "stalled in Training loop (train_loop): no progress")
     assert "step 1 loss 0.9" in (suite.findtext("testcase/system-out") or "")
     props = {p.get("name"): p.get("value") for p in suite.iter("property")}
     assert props["exit_status"] == "3"
