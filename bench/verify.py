@@ -15,6 +15,8 @@ from hangwatch.core.prefilter import Prefilter
 from hangwatch.core.rules import RuleSet
 
 READ_SIZE = 1 << 20
+STALL_S = 30.0
+STALL_EVERY = 4  # blocks: now and then the clock jumps past the threshold between two reads
 
 
 @dataclass(frozen=True)
@@ -30,16 +32,20 @@ class Verdict:
 def feed(rules: RuleSet, prefilter: Prefilter | None, log: Path,
          limit: int) -> tuple[list[Event], dict[str, Any], float]:
     """Events and final state from reading up to `limit` bytes of `log` (a fake clock, so
-    both runs stamp the same times)."""
-    engine = Engine(rules, default_stall=600.0, clock=FakeClock(), prefilter=prefilter)
+    both runs stamp the same times; it jumps now and then, so stalls and recoveries too)."""
+    clock = FakeClock()
+    engine = Engine(rules, default_stall=STALL_S, clock=clock, prefilter=prefilter)
     splitter = LineSplitter()
     events: list[Event] = []
-    read = 0
+    read = blocks = 0
     start = time.perf_counter()
     with log.open("rb") as fh:
         while read < limit and (chunk := fh.read(min(READ_SIZE, limit - read))):
             read += len(chunk)
+            blocks += 1
             events += engine.feed_block("log", splitter.push(chunk))
+            clock.advance(STALL_S + 1 if blocks % STALL_EVERY == 0 else 0.5)
+            events += engine.tick()
     events += engine.feed_block("log", splitter.flush())
     return events, engine.state(), time.perf_counter() - start
 
@@ -49,7 +55,7 @@ def compare(rules: RuleSet, prefilter: Prefilter, log: Path, limit: int) -> Verd
     simple, simple_state, simple_s = feed(rules, None, log, limit)
     difference = ""
     if fast != simple:
-        at = next((i for i, (a, b) in enumerate(zip(fast, simple)) if a != b),
+        at = next((i for i, (a, b) in enumerate(zip(fast, simple, strict=False)) if a != b),
                   min(len(fast), len(simple)))
         difference = (f"event {at}: fast {fast[at] if at < len(fast) else None!r} != "
                       f"simple {simple[at] if at < len(simple) else None!r}")

@@ -198,3 +198,83 @@ def test_check_command_gives_each_fixture_its_verdict_phase_and_last_completed(
     assert status == (3 if expected["verdict"] == "stalled" else 0)
     if expected["verdict"] == "stalled":
         assert data["advice"]
+
+
+# --- progress that really advances --------------------------------------------------------------
+
+
+def idle_after(lines: list[str], step_s: float = 60.0) -> list[float]:
+    """Feed lines a minute apart; after each, how long the engine has seen no progress."""
+    clock = FakeClock()
+    engine = Engine(load_rule_set(), default_stall=600.0, clock=clock)
+    idle = []
+    for line in lines:
+        clock.advance(step_s)
+        engine.feed_line("log", line)
+        idle.append(engine.idle())
+    return idle
+
+
+def test_waiting_for_workers_with_only_the_elapsed_time_ticking_is_noise():
+    line = "Waiting for 3 workers... (elapsed: 600s)"
+    match = load_rule_set().match(line)
+    assert match is not None and match.noise is not None
+    assert match.noise.id == "waiting_for_workers"
+    idle = idle_after([line, "Waiting for 3 workers... (elapsed: 660s)",
+                       "Waiting for 3 workers... (elapsed: 720s)"])
+    assert idle == [0.0, 60.0, 120.0]  # the first such line is news; the repeats are not
+
+
+def test_one_worker_fewer_to_wait_for_is_progress():
+    idle = idle_after(["Waiting for 3 workers... (elapsed: 600s)",
+                       "Waiting for 3 workers... (elapsed: 660s)",
+                       "Waiting for 2 workers... (elapsed: 720s)"])
+    assert idle == [0.0, 60.0, 0.0]
+
+
+def test_engine_metrics_repeating_with_zero_throughput_are_not_progress():
+    idle_line = ("INFO 01-11 18:06:20 [loggers.py:118] Engine 000: Avg prompt throughput: "
+                 "0.0 tokens/s, Avg generation throughput: 0.0 tokens/s, Running: 0 reqs, "
+                 "Waiting: 0 reqs, GPU KV cache usage: 0.0%, Prefix cache hit rate: 0.0%")
+    busy_line = idle_line.replace("generation throughput: 0.0", "generation throughput: 812.5")
+    idle = idle_after([idle_line, idle_line.replace("18:06:20", "18:06:30"),
+                       idle_line.replace("18:06:20", "18:06:40"), busy_line])
+    assert idle == [0.0, 60.0, 120.0, 0.0]
+
+
+def test_a_tqdm_redraw_of_the_same_count_is_not_progress_a_higher_count_is():
+    bar = "Map (num_proc=8):  45%|████▍     | {n}/98304 [00:05<00:06, 8712.40 examples/s]"
+    idle = idle_after([bar.format(n=44236), bar.format(n=44236), bar.format(n=50000)])
+    assert idle == [0.0, 60.0, 0.0]
+
+
+def test_nccl_debug_spew_and_repeated_shm_broadcast_waits_are_not_progress():
+    idle = idle_after([
+        "step 7 loss 1.2",
+        "gpu-node-07:140301:140455 [0] NCCL INFO Channel 00/02 :    0   1",
+        "(EngineCore_0 pid=1) INFO 01-11 10:03:33 [shm_broadcast.py:466] No available shared "
+        "memory broadcast block found in 60 second. This typically happens when some processes "
+        "are hanging or doing some time-consuming work (e.g. compilation)."])
+    assert idle == [0.0, 60.0, 120.0]
+
+
+def test_lines_the_end_to_end_jobs_print_open_the_agreed_phases():
+    rules = load_rule_set()
+    ddp = ["Starting training loop", "[rank0] calling init_process_group(backend=gloo, "
+           "world_size=2)", "[rank0] process group initialized", "step 1 loss 0.5123"]
+    engine = Engine(rules, default_stall=600.0, clock=FakeClock())
+    for line in ddp[:2]:
+        engine.feed_line("log", line)
+    assert engine.state()["phase"] == "dist_init"
+    for line in ddp[2:]:
+        engine.feed_line("log", line)
+    assert (engine.state()["phase"], engine.state()["last_completed"]) == ("train_loop",
+                                                                          "dist_init")
+
+
+def test_waiting_for_a_placement_group_with_nothing_new_is_not_progress():
+    wait = ("INFO placement.py:52 -- Waiting for placement group of 16 GPUs (elapsed {s}s): "
+            "{n} GPUs registered with Ray, 8 available.")
+    idle = idle_after(["Creating placement group with 16 GPUs (2 bundles x 8)...",
+                       wait.format(s=30, n=8), wait.format(s=60, n=8), wait.format(s=90, n=16)])
+    assert idle == [0.0, 0.0, 60.0, 0.0]

@@ -40,7 +40,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 def _list(args: argparse.Namespace, out: TextIO) -> int:
     rules = load_rule_set(args.rules)
-    rows = [{"pack": p.name, "source": "built-in" if p.builtin else p.file,
+    rows: list[dict[str, Any]] = [{"pack": p.name, "source": "built-in" if p.builtin else p.file,
              "extends": list(p.extends), "description": p.description, **p.rule_count()}
             for p in rules.packs]
     if args.json:
@@ -58,7 +58,7 @@ def _list(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _first_sentence(text: str) -> str:
-    head = text.split(": ")[0].split(". ")[0]
+    head = text.split(". ")[0]
     return head if len(head) <= 80 else head[:77] + "..."
 
 
@@ -198,7 +198,7 @@ def lint(paths: Sequence[Path]) -> LintResult:
     for pack in result.packs:
         result.errors.extend(_pattern_errors(pack))
         result.warnings.extend(_pattern_warnings(pack))
-    if not result.errors and result.packs:
+    if result.packs:
         linted = {Path(p.file).resolve() for p in result.packs}
         others = [p for f, p in builtin_files.items() if f not in linted]
         try:
@@ -240,16 +240,17 @@ def _pattern_warnings(pack: RulePack) -> Iterator[ConfigError]:
                               "it stopped", file=pack.file, line=phase.origin.line, rule=phase.id)
 
 
-def _override_notes(builtins: Sequence[RulePack], packs: Sequence[RulePack]) -> Iterator[ConfigError]:
-    owners = {r.id: p.name for p in builtins for kind in KINDS for r in getattr(p, kind)}
+def _override_notes(builtins: Sequence[RulePack],
+                    packs: Sequence[RulePack]) -> Iterator[ConfigError]:
+    owners = {(kind, r.id): p.name for p in builtins for kind in KINDS for r in getattr(p, kind)}
     for pack in packs:
         if pack.builtin:
             continue
         for kind in KINDS:
             for rule in getattr(pack, kind):
-                if rule.id in owners:
+                if (kind, rule.id) in owners:
                     yield ConfigError(f"note: replaces the built-in rule of pack "
-                                      f"{owners[rule.id]}", file=pack.file,
+                                      f"{owners[(kind, rule.id)]}", file=pack.file,
                                       line=rule.origin.line, rule=rule.id)
 
 
@@ -268,9 +269,15 @@ def _lint(args: argparse.Namespace, out: TextIO) -> int:
         if result.errors:
             print(f"{len(result.errors)} error(s)", file=out)
         for pack in result.packs if not result.errors else ():
-            counts = ", ".join(f"{n} {k}" for k, n in pack.rule_count().items() if n)
-            print(f"ok: {pack.file}: pack {pack.name} ({counts or 'no rules'})", file=out)
+            print(f"ok: {pack.file}: pack {pack.name} ({_counts_text(pack)})", file=out)
     return ExitStatus.USAGE if result.errors else ExitStatus.OK
+
+
+def _counts_text(pack: RulePack) -> str:
+    singular = {"phases": "phase", "signals": "signal", "diagnoses": "diagnosis"}
+    parts = [f"{n} {singular.get(kind, kind) if n == 1 else kind}"
+             for kind, n in pack.rule_count().items() if n]
+    return ", ".join(parts) or "no rules"
 
 
 def _error_dict(error: ConfigError) -> dict[str, Any]:
@@ -324,24 +331,24 @@ class RuleTester:
 
     def _hits(self, match: LineMatch, events: list[Any]) -> Iterator[dict[str, Any]]:
         phases = {(e.phase, e.state) for e in events if isinstance(e, PhaseEvent)}
-        for rule in match.phase_dones:
-            done = (rule.id, "completed") in phases
-            yield self._hit("phase-done", rule.id, "completed" if done else "was not open")
-        for rule in match.phase_starts:
-            started = (rule.id, "started") in phases
-            yield self._hit("phase-start", rule.id, "started" if started else "already open")
+        for phase in match.phase_dones:
+            done = (phase.id, "completed") in phases
+            yield self._hit("phase-done", phase.id, "completed" if done else "was not open")
+        for phase in match.phase_starts:
+            started = (phase.id, "started") in phases
+            yield self._hit("phase-start", phase.id, "started" if started else "already open")
         for signal in match.signals:
             yield self._hit("signal", signal.id, signal.severity)
         if match.noise is not None:
             yield self._hit("noise", match.noise.id, "output, not progress")
-        for rule, found in match.progress:
-            advanced = self.judge.advances([(rule, found)])
-            if rule.counter is not None:
-                value = found.group(rule.counter)
-                detail = f"{rule.counter}={value} " + ("grew" if advanced else "did not grow")
+        for progress, found in match.progress:
+            advanced = self.judge.advances([(progress, found)])
+            if progress.counter is not None:
+                value = found.group(progress.counter)
+                detail = f"{progress.counter}={value} " + ("grew" if advanced else "did not grow")
             else:
                 detail = "heartbeat " + ("changed" if advanced else "unchanged")
-            yield self._hit("progress", rule.id, detail, advanced=advanced)
+            yield self._hit("progress", progress.id, detail, advanced=advanced)
         if match.finish is not None:
             yield self._hit("finish", match.finish.id, "the job ended cleanly")
 
@@ -351,7 +358,7 @@ class RuleTester:
 
     def never_hit(self, packs: set[str]) -> list[dict[str, str]]:
         hit = {rule for _, rule in self.counts}
-        missing = []
+        missing: list[dict[str, str]] = []
         for pack in self.rules.packs:
             if pack.name not in packs:
                 continue

@@ -29,9 +29,11 @@ from hangwatch.core.stall import StallTimer
 from hangwatch.core.timestamps import parse_stamp
 
 SIGNAL_REPEAT_S = 10.0  # the same signal is reported again at most this often (NCCL spew)
-GENERIC_ADVICE = (
-    "No phase rule matched this job's lines: take stacks with `py-spy dump --pid PID` and "
-    "write a phase rule for the last marker your trainer prints (`hangwatch rules test LOG`).",
+NO_PHASE_ADVICE = (
+    "Take stacks with `py-spy dump --pid PID` to see where each process waits, and write a "
+    "phase rule for the last marker your trainer prints (`hangwatch rules test LOG`).",
+    "A Python job writing through a pipe or file may only look quiet: its output is block "
+    "buffered. Run it with `python -u` or `PYTHONUNBUFFERED=1`.",
 )
 
 
@@ -181,8 +183,10 @@ class Engine:
             self.finished = FinishEvent(match.finish.id, source, line, text, now_wall)
             events.append(self.finished)
         advanced = self.judge.advances(match.progress) if match.progress else False
-        marker = bool(match.phase_starts or match.phase_dones or match.finish)
-        is_progress = marker or advanced or (
+        # A phase marker is progress when it moved a phase; a repeat of an open phase's start
+        # (a step line, a tqdm redraw) is judged like any other line, counters included.
+        moved = match.finish is not None or any(isinstance(e, PhaseEvent) for e in events)
+        is_progress = moved or advanced or (
             not match.progress and match.noise is None and not match.signals
         )
         if is_progress:
@@ -234,9 +238,10 @@ class Engine:
             if signal.severity != "info":
                 advice.extend(signal.advice)
         if not advice:
-            where = f"after phase {last.id}" if last else "before any phase marker"
-            advice.extend(Advice(text, f"no progress for {format_duration(idle)} {where}")
-                          for text in GENERIC_ADVICE)
+            where = (f"no phase open; last completed {last.id}" if last
+                     else "no phase marker seen yet")
+            advice.extend(Advice(text, f"no progress for {format_duration(idle)}, {where}")
+                          for text in NO_PHASE_ADVICE)
         return StallEvent(
             phase=phase.id if phase else None,
             phase_title=phase.title if phase else None,

@@ -42,7 +42,8 @@ class ProgressJudge:
                               if k != rule.counter))
         previous = self._counters.get(key)
         self._counters[key] = value
-        return previous is None or value > previous
+        # Equal is a repeat; lower is a new pass (next epoch, a second `Map`), so it counts.
+        return previous is None or value != previous
 
     def _heartbeat_changed(self, rule: ProgressRule, match: regex.Match[str]) -> bool:
         text = match.string

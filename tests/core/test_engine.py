@@ -205,4 +205,37 @@ def test_generic_advice_when_no_phase_matched():
     clock.advance(10)
     [stall] = engine.tick()
     assert stall.phase is None and "py-spy dump" in stall.advice[0].text
-    assert "before any phase marker" in stall.advice[0].because
+    assert "PYTHONUNBUFFERED" in stall.advice[1].text
+    assert "no phase marker seen yet" in stall.advice[0].because
+
+
+def test_stall_between_phases_names_the_last_completed_one():
+    engine, clock = make()
+    feed(engine, "init START", "init DONE")
+    clock.advance(10)
+    [stall] = engine.tick()
+    assert stall.phase is None and stall.last_completed == "init"
+    assert "no phase open; last completed init" in stall.advice[0].because
+
+
+def test_counter_going_down_is_a_new_pass_and_counts():
+    engine, clock = make()
+    feed(engine, "step 500")
+    clock.advance(9)
+    feed(engine, "step 0")  # next epoch restarts the count
+    clock.advance(9)
+    assert engine.tick() == []
+
+
+def test_repeated_phase_start_line_is_judged_by_its_counter():
+    pack = load_pack_text(
+        "pack: s\nphases:\n  - id: train\n    start: 'step \\d+ loss'\n"
+        "progress:\n  - id: steps\n    match: 'step (?P<n>\\d+) loss'\n    counter: n\n",
+        "s.yaml")
+    clock = FakeClock()
+    engine = Engine(RuleSet([pack]), default_stall=10, clock=clock)
+    engine.feed_line("l", "step 1 loss 0.5")
+    clock.advance(5)
+    engine.feed_line("l", "step 1 loss 0.5")  # the same step printed again: not progress
+    clock.advance(5)
+    assert len(engine.tick()) == 1
