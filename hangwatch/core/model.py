@@ -53,7 +53,8 @@ class ProgressRule:
     """A line that is progress only when it really advances.
 
     `counter`: a named group holding a number that must grow (per value of the other named
-    groups); the same number again is a repeat, a lower one a new pass (next epoch). `heartbeat`: the line counts only when it changed outside its named groups and
+    groups); the same number again is a repeat, a lower one a new pass (next epoch).
+    `heartbeat`: the line counts only when it changed outside its named groups and
     timestamps (an elapsed-time field ticking is not progress).
     """
 
