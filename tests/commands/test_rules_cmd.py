@@ -78,9 +78,10 @@ def test_show_includes_the_rules_of_extended_packs_and_applies_overrides():
     phases = {p["id"]: p for p in doc["phases"]}
     assert phases["data_load"]["origin"]["pack"] == "hf-datasets"  # inherited
     assert phases["dist_init"]["origin"]["pack"] == "torch-distributed"
-    # verl-gkd extends torch-distributed and overrides its train_loop with verl's step lines
-    assert phases["train_loop"]["origin"]["pack"] == "verl-gkd"
-    assert "step:" in phases["train_loop"]["start"]
+    # verl's own training loop sits beside the generic one it inherits
+    assert phases["train_loop"]["origin"]["pack"] == "torch-distributed"
+    assert phases["gkd_train_loop"]["origin"]["pack"] == "verl-gkd"
+    assert "step:" in phases["gkd_train_loop"]["start"]
     assert [p["id"] for p in doc["phases"]].count("train_loop") == 1
 
 
