@@ -1,9 +1,9 @@
 """Deterministic, realistic training-job logs for the benchmarks.
 
-The mix imitates a verl job run with `NCCL_DEBUG=INFO`: mostly NCCL `host:pid:tid [rank]
-NCCL INFO ...` spew, vLLM engine metrics, Ray-prefixed verl `step:N - ...` lines, tqdm bars
-redrawn with `\\r`, and the phase markers of a run (init, weight sync, training loop)
-sprinkled through. The same seed and size always give the same bytes.
+The mix imitates a verl job run with `NCCL_DEBUG=INFO`: `host:pid:tid [rank] NCCL INFO ...`
+spew, vLLM engine metrics, Ray-prefixed verl `step:N - ...` lines, tqdm bars redrawn with
+`\\r`, and the phase markers of a run (init, weight sync, training loop) sprinkled through.
+The same seed, mix and size always give the same bytes.
 """
 
 from __future__ import annotations
@@ -15,10 +15,28 @@ from pathlib import Path
 
 HOSTS = [f"gpu-node-{i:02d}" for i in range(4)]
 BAR_WIDTH = 20
+COUNTS = (1, 4096, 262144, 16777216)
+WORKER_MESSAGES = (
+    "INFO Added request chatcmpl-{n}.",
+    "INFO Finished request chatcmpl-{n}.",
+    'INFO: 10.0.0.{k}:4{k}12 - "POST /v1/completions HTTP/1.1" 200 OK',
+    "[rank{k}]:[W111 10:00:00.{n}] Warning: collective at seq {n} took longer than usual",
+    "Waiting for 2 workers (elapsed: {k}.0s)",
+)
+# Shares per 10,000 physical lines.
+MIXES = {
+    # A verl run with NCCL_DEBUG=INFO: NCCL spew is nearly everything; about 3 % of the
+    # other lines hit a progress, phase or signal rule.
+    "nccl-info": {"nccl": 9700, "worker": 200, "vllm": 30, "tqdm": 40, "step": 20,
+                  "markers": 10},
+    # A rollout-heavy log: vLLM request and metrics lines, tqdm bars, steps.
+    "dense": {"nccl": 8800, "worker": 500, "vllm": 300, "tqdm": 150, "step": 200,
+              "markers": 50},
+}
 
 
 class LogWriter:
-    """Produces lines in the proportions of a real NCCL_DEBUG=INFO run."""
+    """Makes lines of each kind; `lines(mix)` interleaves them."""
 
     def __init__(self, seed: int = 1) -> None:
         self.rng = random.Random(seed)
@@ -28,8 +46,6 @@ class LogWriter:
         self.tqdm = 0
         self.second = 0
         self.ranks = [(h, 20000 + 97 * r, r) for r, h in enumerate(HOSTS * 2)]
-
-    # --- one line of each kind ------------------------------------------------------------
 
     def stamp(self) -> str:
         s = self.second
@@ -41,51 +57,52 @@ class LogWriter:
         head = f"{host}:{pid}:{tid} [{rank}] NCCL INFO "
         k = self.rng.randrange(100)
         self.op += 1
+        nxt = (rank + 1) % 8
+        comm = f"0x55d4c8a{rank}b0"
         if k < 55:
             return (f"{head}AllReduce: opCount {self.op:x} sendbuff 0x7f{self.op * 4096:010x} "
-                    f"recvbuff 0x7f{self.op * 4096 + 512:010x} count {self.rng.choice((1, 4096, 262144, 16777216))} "
-                    f"datatype 7 op 0 root 0 comm 0x55d4c8a{rank}b0 [nranks=8] stream 0x55d4c9f{rank}00")
+                    f"recvbuff 0x7f{self.op * 4096 + 512:010x} "
+                    f"count {self.rng.choice(COUNTS)} datatype 7 op 0 root 0 comm {comm} "
+                    f"[nranks=8] stream 0x55d4c9f{rank}00")
         if k < 75:
-            ch = self.rng.randrange(24)
-            return (f"{head}Channel {ch:02d}/24 : {rank}[{rank}] -> {(rank + 1) % 8}[{(rank + 1) % 8}] "
-                    f"via P2P/CUMEM/read")
+            channel = self.rng.randrange(24)
+            return (f"{head}Channel {channel:02d}/24 : {rank}[{rank}] -> {nxt}[{nxt}] "
+                    "via P2P/CUMEM/read")
         if k < 85:
             return f"{head}Connected all rings, use ring PXN 0 GDR 1"
         if k < 92:
-            return (f"{head}comm 0x55d4c8a{rank}b0 rank {rank} nRanks 8 nNodes 1 localRanks 8 "
+            return (f"{head}comm {comm} rank {rank} nRanks 8 nNodes 1 localRanks 8 "
                     f"localRank {rank} MNNVL 0")
         if k < 97:
             return f"{head}NCCL_SOCKET_IFNAME set by environment to eth0"
-        return (f"{head}ncclCommInitRank comm 0x55d4c8a{rank}b0 rank {rank} nranks 8 cudaDev "
-                f"{rank} nvmlDev {rank} busId {rank}b000 commId 0x9b1f{self.op:x} - Init COMPLETE")
+        return (f"{head}ncclCommInitRank comm {comm} rank {rank} nranks 8 cudaDev {rank} "
+                f"nvmlDev {rank} busId {rank}b000 commId 0x9b1f{self.op:x} - Init COMPLETE")
 
     def vllm(self) -> str:
         self.second += 5
         r = self.rng
+        prompt, gen, running = r.uniform(0, 9000), r.uniform(0, 3000), r.randrange(64)
+        pending, kv = r.randrange(8), r.uniform(0, 99)
         return (f"INFO {self.stamp()[5:]} [metrics.py:455] Avg prompt throughput: "
-                f"{r.uniform(0, 9000):.1f} tokens/s, Avg generation throughput: "
-                f"{r.uniform(0, 3000):.1f} tokens/s, Running: {r.randrange(64)} reqs, Swapped: 0 "
-                f"reqs, Pending: {r.randrange(8)} reqs, GPU KV cache usage: {r.uniform(0, 99):.1f}%, "
-                f"CPU KV cache usage: 0.0%.")
+                f"{prompt:.1f} tokens/s, Avg generation throughput: {gen:.1f} tokens/s, "
+                f"Running: {running} reqs, Swapped: 0 reqs, Pending: {pending} reqs, "
+                f"GPU KV cache usage: {kv:.1f}%, CPU KV cache usage: 0.0%.")
 
     def verl_step(self) -> str:
         self.step += 1
         r = self.rng
-        return (f"(TaskRunner pid=41{self.step % 7}) step:{self.step} - actor/pg_loss:{r.gauss(0, 1):.4f} "
-                f"- actor/entropy:{r.uniform(0, 2):.4f} - actor/grad_norm:{r.uniform(0, 5):.3f} "
-                f"- critic/score/mean:{r.uniform(-1, 1):.4f} - response_length/mean:{r.uniform(100, 900):.1f} "
-                f"- timing_s/gen:{r.uniform(5, 60):.3f} - timing_s/update_actor:{r.uniform(5, 60):.3f}")
+        loss, entropy, grad = r.gauss(0, 1), r.uniform(0, 2), r.uniform(0, 5)
+        score, length = r.uniform(-1, 1), r.uniform(100, 900)
+        gen, update = r.uniform(5, 60), r.uniform(5, 60)
+        return (f"(TaskRunner pid=41{self.step % 7}) step:{self.step} - actor/pg_loss:{loss:.4f} "
+                f"- actor/entropy:{entropy:.4f} - actor/grad_norm:{grad:.3f} "
+                f"- critic/score/mean:{score:.4f} - response_length/mean:{length:.1f} "
+                f"- timing_s/gen:{gen:.3f} - timing_s/update_actor:{update:.3f}")
 
     def worker(self) -> str:
         r = self.rng
         name = r.choice(("WorkerDict", "vLLMHttpServer", "TaskRunner"))
-        msg = r.choice((
-            "INFO Added request chatcmpl-{n}.",
-            "INFO Finished request chatcmpl-{n}.",
-            "INFO: 10.0.0.{k}:4{k}12 - \"POST /v1/completions HTTP/1.1\" 200 OK",
-            "[rank{k}]:[W111 10:00:00.{n}] Warning: collective at seq {n} took longer than usual",
-            "Waiting for 2 workers (elapsed: {k}.0s)",
-        )).format(n=self.n, k=r.randrange(8))
+        msg = r.choice(WORKER_MESSAGES).format(n=self.n, k=r.randrange(8))
         return f"({name} pid={3000 + r.randrange(16)}, ip=10.0.0.{r.randrange(4)}) {msg}"
 
     def tqdm_redraws(self) -> str:
@@ -100,7 +117,7 @@ class LogWriter:
         return "\r".join(parts)
 
     def markers(self) -> Iterator[str]:
-        """A round of phase markers: sync weights, then a few training steps."""
+        """A weight sync between training steps."""
         yield f"{self.stamp()} [SYNC] Starting weight synchronization"
         yield f"{self.stamp()} [SYNC] weight sync done in 2.31s"
 
@@ -113,35 +130,23 @@ class LogWriter:
         yield f"(TaskRunner pid=410) {self.stamp()} Starting training loop"
 
     def lines(self, mix: dict[str, int]) -> Iterator[str]:
-        """Endless lines; `mix` gives each kind's share per 10,000 physical lines."""
+        """Endless lines; `mix` gives each kind's share."""
         kinds = list(mix)
-        cum = []
+        bounds = []
         total = 0
         for kind in kinds:
             total += mix[kind]
-            cum.append(total)
+            bounds.append(total)
         makers = {"nccl": self.nccl, "worker": self.worker, "vllm": self.vllm,
                   "tqdm": self.tqdm_redraws, "step": self.verl_step}
         yield from self.prologue()
         while True:
             self.n += 1
-            k = self.rng.randrange(total)
-            kind = kinds[bisect.bisect_right(cum, k)]
+            kind = kinds[bisect.bisect_right(bounds, self.rng.randrange(total))]
             if kind == "markers":
                 yield from self.markers()
             else:
                 yield makers[kind]()
-
-
-# Shares per 10,000 physical lines.
-MIXES = {
-    # A verl run with NCCL_DEBUG=INFO: NCCL spew dominates; about 3 % of lines hit a rule.
-    "nccl-info": {"nccl": 9700, "worker": 200, "vllm": 30, "tqdm": 40, "step": 20,
-                  "markers": 10},
-    # A rollout-heavy log: vLLM request and metrics lines, tqdm bars; about 12 % hit a rule.
-    "dense": {"nccl": 8800, "worker": 500, "vllm": 300, "tqdm": 150, "step": 200,
-              "markers": 50},
-}
 
 
 def generate(path: Path, size: int, seed: int = 1, *, mix: str = "nccl-info",

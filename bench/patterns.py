@@ -1,9 +1,10 @@
 """Export the rule set's line patterns for GNU grep, the catch-up reference.
 
-`python bench/patterns.py OUT` writes one POSIX ERE per line when every pattern has one
-(`grep -E -f OUT`), else a single PCRE alternation (`grep -P -e "$(cat OUT)"`, since GNU grep
-takes one -P pattern). The translation keeps the set of matching lines; it only rewrites
-syntax ERE spells differently (`(?:`, `\\d`, `{,n}`, lazy quantifiers, escapes in brackets).
+`python bench/patterns.py DIR` writes DIR/patterns.pcre, one PCRE alternation (GNU grep
+takes a single -P pattern), and DIR/patterns.ere, one POSIX ERE per line, when every pattern
+has one; and prints the grep commands. The ERE translation keeps the set of matching lines;
+it only rewrites syntax ERE spells differently (`(?:`, `\\d`, `{,n}`, lazy quantifiers,
+escapes in brackets).
 """
 
 from __future__ import annotations
@@ -101,8 +102,9 @@ def _bracket(pattern: str, i: int) -> tuple[int, str | None]:
             j += 1
     if j >= len(pattern):
         return j, None
-    body = ("]" if close else "") + "".join(items) + ("[" if bracket else "") + ("-" if dash else "")
-    return j + 1, "[" + ("^" if negate else "") + body + "]"
+    # In a POSIX bracket `]` must come first and `-` last to stand for themselves.
+    body = "".join(items) + ("[" if bracket else "") + ("-" if dash else "")
+    return j + 1, "[" + ("^" if negate else "") + ("]" if close else "") + body + "]"
 
 
 def to_pcre(patterns: list[str]) -> str:
@@ -110,28 +112,33 @@ def to_pcre(patterns: list[str]) -> str:
     return "|".join(f"(?:{GROUP_OPEN.sub('(?:', p)})" for p in patterns)
 
 
-def write(out: Path, patterns: list[str]) -> str:
-    """Write the grep pattern file; return its mode, "E" or "P"."""
-    ere = [to_ere(p) for p in patterns]
+def export(out_dir: Path) -> dict[str, Path]:
+    """Write patterns.pcre, and patterns.ere when every pattern has an ERE form; return
+    them by grep option letter ("P", "E")."""
+    found = rule_patterns()
+    files = {"P": out_dir / "patterns.pcre"}
+    files["P"].write_text(to_pcre(found))
+    ere = [to_ere(p) for p in found]
     if all(e is not None for e in ere):
-        out.write_text("".join(f"{e}\n" for e in ere))
-        return "E"
-    out.write_text(to_pcre(patterns))
-    return "P"
+        files["E"] = out_dir / "patterns.ere"
+        files["E"].write_text("".join(f"{e}\n" for e in ere))
+    return files
 
 
-def grep_argv(mode: str, pattern_file: Path, log: Path) -> list[str]:
+def grep_argv(mode: str, pattern_file: Path) -> list[str]:
+    """`grep -c` with the patterns; the log's path goes last."""
     if mode == "E":
-        return ["grep", "-c", "-E", "-f", str(pattern_file), str(log)]
-    return ["grep", "-c", "-P", "-e", pattern_file.read_text(), str(log)]
+        return ["grep", "-c", "-E", "-f", str(pattern_file)]
+    return ["grep", "-c", "-P", "-e", pattern_file.read_text()]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out", type=Path, help="pattern file to write")
+    parser.add_argument("out_dir", type=Path, help="folder to write the pattern files to")
     args = parser.parse_args(argv)
-    mode = write(args.out, rule_patterns())
-    print(f"grep -{mode}", file=sys.stderr)
+    for mode, path in export(args.out_dir).items():
+        last = f'"$(cat {path})"' if mode == "P" else str(path)
+        print(" ".join([*grep_argv(mode, path)[:-1], last, "LOG"]))
     return 0
 
 

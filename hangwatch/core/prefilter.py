@@ -1,24 +1,27 @@
-"""Find, in a whole block of lines at once, the few lines any rule could hit.
+"""Find, in a whole block of lines at once, the few lines a rule may hit.
 
-Matching every rule against every line in Python costs tens of microseconds a line; a job
-with `NCCL_DEBUG=INFO` writes millions of lines. Hyperscan (the optional `hangwatch[fast]`
-extra) scans a block for all patterns in one pass at hundreds of MB/s and says which
-patterns end on which line; only those lines reach Python. The result must be the same as
-matching line by line, so each rule pattern is translated here rather than handed over as is:
+Matching every rule against every line costs tens of microseconds a line in Python, and a
+job with `NCCL_DEBUG=INFO` writes millions of lines. Hyperscan (the optional
+`hangwatch[fast]` extra) scans a block for all rule patterns in one pass and reports where
+each match ends; only the lines it names reach Python. What the engine learns must not
+change, so:
 
-* `strict` form, for lines of pure ASCII (nearly all log lines): every one-character atom
-  (a literal, `.`, `\\w`, a class, with the rule's case flags) is replaced by the exact set
-  of ASCII bytes that Python's `regex` itself accepts for it, never `\\n`, so a match cannot
-  leave its line and `^ $ \\b` see the line's edges as they do on a single line. A pattern
-  built only of such atoms is *exact*: Hyperscan's answer is the rule's answer.
-* constructs Hyperscan lacks (lookarounds, back-references, atomic groups, fuzzy matching,
-  recursion) are widened to what contains them (`[^\\n]*`, or nothing for an assertion): the
-  pattern then finds a superset of lines, and `regex` confirms each candidate.
-* `loose` form, for lines with other bytes: any atom that might match a non-ASCII character
-  also accepts one (1-4 bytes >= 0x80) and `\\b \\B` are dropped, a superset again.
+* Each pattern is translated, not handed over (`translate`). In its *strict* form, used on
+  lines of pure ASCII, every one-character atom (a literal, `.`, `\\w`, a class, under the
+  rule's flags) becomes the exact set of ASCII bytes Python's `regex` accepts for it, never
+  `\\n`: a match cannot leave its line, and `^ $ \\b` see a line's edges as on a line
+  alone. Built only of such atoms a form is *exact*: Hyperscan's answer is the rule's.
+  Constructs Hyperscan lacks (lookarounds, back-references, fuzzy matching, recursion) are
+  widened to what contains them, and `regex` confirms the lines found. The *loose* form, for
+  lines with other bytes, lets an atom match any non-ASCII character too: a superset again,
+  confirmed by `regex`.
+* Exact noise rules are not scanned for: a line that only noise hits is merely counted, and
+  a plain line matters only as the block's first (it is progress, and ends a stall). So the
+  first line nothing hits is looked for line by line from the block's start, and all noise
+  lines are found in one scan only when a long run of them (NCCL spew) makes it worthwhile.
 
-A pattern whose meaning depends on flags this cannot follow (verbose, full case folding,
-version 1 sets) makes `build_prefilter` return None, and the engine matches line by line.
+Flags the translation cannot follow (verbose, full case folding, version 1 sets) make
+`try_build` return None, and the engine matches line by line.
 """
 
 from __future__ import annotations
@@ -32,7 +35,8 @@ from typing import Any
 
 import regex
 
-from hangwatch.core.rules import MATCH_TIMEOUT_S, LineMatch, RuleSet
+from hangwatch.core import rules as rules_module
+from hangwatch.core.rules import LineMatch, RuleSet
 
 # Flags whose effect this translation follows: i through atoms; a/u change \w only for
 # characters outside ASCII (handled by the loose form); m and s change nothing on one line.
@@ -397,7 +401,8 @@ class _Plan:
 
 class Prefilter:
     """Cuts a block of lines into segments that say, of every line, what `RuleSet.match`
-    would; a plain line only matters as the block's first (see `Segment`)."""
+    would; a plain line only matters as the block's first (see `Segment`). One thread at a
+    time: Hyperscan's scratch space belongs to the database."""
 
     def __init__(self, rules: RuleSet, entries: Sequence[_Entry], strict: Any,
                  noise: dict[int, str], loose: Sequence[str], status: str) -> None:
@@ -513,7 +518,9 @@ class Prefilter:
         loose = self._database("loose")
         if not loose:  # Hyperscan refused the loose forms: ask every rule
             found = self.rules.match(text)
-            return text, _QUIET if found == LineMatch(noise=found and found.noise) else found
+            if found is not None and found == LineMatch(noise=found.noise):
+                return text, _QUIET
+            return text, found
         hits = 0
 
         def on_match(pid: int, _start: int, _end: int, _flags: int, _ctx: object) -> None:
@@ -584,7 +591,7 @@ class Prefilter:
 
     def _search(self, pattern: regex.Pattern[str], text: str) -> regex.Match[str] | None:
         try:
-            return pattern.search(text, timeout=MATCH_TIMEOUT_S)
+            return pattern.search(text, timeout=rules_module.MATCH_TIMEOUT_S)
         except TimeoutError:
             self.rules.timeouts += 1
             return None

@@ -205,6 +205,17 @@ def test_line_with_other_bytes_is_matched_as_decoded_text():
     assert comparable(verdicts(prefilter, raw)) == comparable(expected(rules, raw))
 
 
+def test_search_that_times_out_counts_as_no_match_as_line_by_line():
+    rules = RuleSet([RulePack(name="t", file="t.yaml", progress=(
+        ProgressRule("slow", r"(?:a|aa)+c(?P<n>\d)", ORIGIN, counter="n"),))])
+    prefilter = build_prefilter(rules)
+    line = b"a" * 30 + b"b ac5"  # regex backtracks for about a second before it matches
+    assert verdicts(prefilter, [line]) == ["plain"]
+    assert rules.timeouts == 1
+    assert expected(rules, [line]) == ["plain"]
+    assert rules.timeouts == 2
+
+
 # --- translation ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("pattern", [
