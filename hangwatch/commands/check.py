@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from hangwatch.commands.watch import make_engine
 from hangwatch.config import load_rule_set
-from hangwatch.core.clock import SystemClock
 from hangwatch.core.durations import format_duration
 from hangwatch.core.engine import Engine
 from hangwatch.core.lines import LineSplitter
@@ -88,7 +88,7 @@ def render(data: dict[str, Any], out: TextIO) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    engine = Engine(load_rule_set(args.rules), default_stall=args.stall, clock=SystemClock())
+    engine = make_engine(load_rule_set(args.rules), args.stall)
     paths = [Path(p) for p in args.logs]
     for path in paths:
         if not path.is_file():

@@ -18,11 +18,9 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
 
-from hangwatch.commands.watch import snapshot_options
+from hangwatch.commands.watch import make_engine, snapshot_options
 from hangwatch.config import load_rule_set
-from hangwatch.core.clock import SystemClock
 from hangwatch.core.durations import format_duration
-from hangwatch.core.engine import Engine
 from hangwatch.core.events import Incident
 from hangwatch.daemon import Session, SessionOptions, evidence_collector
 from hangwatch.errors import ExitStatus
@@ -109,7 +107,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     argv = command_argv(args)
     rules = load_rule_set(args.rules)  # a bad rule file is reported before the job starts
     log_path = Path(args.log)
-    engine = Engine(rules, default_stall=args.stall, clock=SystemClock())
+    engine = make_engine(rules, args.stall)
     job: Job | None = None
     # The job's tree is known exactly: the snapshot needs no discovery from the log.
     collect = evidence_collector(rules, lambda: snapshot_options(

@@ -10,11 +10,21 @@ from typing import Any, TextIO
 from hangwatch.config import load_rule_set
 from hangwatch.core.clock import SystemClock
 from hangwatch.core.engine import Engine
+from hangwatch.core.rules import RuleSet
 from hangwatch.daemon import Session, SessionOptions, evidence_collector
 from hangwatch.errors import ExitStatus
 from hangwatch.reporters.base import Reporter
 
 LIVE_REFRESH_S = 1.0
+
+
+def make_engine(rules: RuleSet, stall: float) -> Engine:
+    """The engine every command uses: with the multi-pattern prefilter when it can be built
+    (hyperscan installed, patterns it can follow), else matching line by line."""
+    from hangwatch.core.prefilter import build_prefilter
+
+    return Engine(rules, default_stall=stall, clock=SystemClock(),
+                  prefilter=build_prefilter(rules))
 
 
 def is_live(args: argparse.Namespace, out: TextIO) -> bool:
@@ -48,7 +58,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     rules = load_rule_set(args.rules)
     paths = [Path(p) for p in args.logs]
-    engine = Engine(rules, default_stall=args.stall, clock=SystemClock())
+    engine = make_engine(rules, args.stall)
     collect = None
     if args.snapshot:
         collect = evidence_collector(rules, lambda: snapshot_options(args, paths))

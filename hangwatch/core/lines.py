@@ -32,7 +32,9 @@ class LineSplitter:
         if not data:
             return b""
         if b"\r" in data:
-            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+            if _has_crlf(data):
+                data = data.replace(b"\r\n", b"\n")
+            data = data.replace(b"\r", b"\n")
         cut = data.rfind(b"\n")
         if cut < 0:
             self._hold(data)
@@ -95,3 +97,16 @@ class LineSplitter:
         if all(len(p) <= self._max for p in parts):
             return body
         return b"\n".join(self._limit(p) for p in parts)
+
+
+def _has_crlf(data: bytes) -> bool:
+    """Whether `data` holds a \r\n. Looking at the first few \r directly is cheaper than a
+    two-byte search of the whole block, which costs about 1 ms a MB even when none is there."""
+    i = data.find(b"\r")
+    for _ in range(64):
+        if i < 0:
+            return False
+        if data[i + 1 : i + 2] == b"\n":
+            return True
+        i = data.find(b"\r", i + 1)
+    return b"\r\n" in data
