@@ -23,18 +23,11 @@ from hangwatch.commands import snapshot as snapshot_command
 from hangwatch.config import load_pack_file
 from hangwatch.core.evidence import diagnose
 from hangwatch.snapshot import SnapshotOptions, key_findings, take_snapshot
-from tests.fakes.jobs import ZOMBIE_PARENT, Jobs, stack_of, wait_for_text
+from tests.fakes.jobs import ZOMBIE_PARENT, stack_of, wait_for_text
 
 FAKE_NVML = str(Path(__file__).resolve().parent / "fakes" / "fake_nvml.py")
 EVIDENCE_PACK = Path(__file__).resolve().parents[1] / "rules" / "evidence.yaml"
 SECRETS = {"HF_TOKEN": "hf_secret123", "HF_ENDPOINT": "https://alice:pa55word@hub.example.com"}
-
-
-@pytest.fixture
-def jobs(tmp_path):
-    jobs = Jobs(tmp_path)
-    yield jobs
-    jobs.close()
 
 
 @pytest.fixture

@@ -8,19 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from hangwatch.collectors.discover import ProcFS, discover
 from tests.fakes.fake_psutil import FakePsutil
-from tests.fakes.jobs import BLOCKED_CHILD, Jobs, wait_for_text
+from tests.fakes.jobs import BLOCKED_CHILD, wait_for_text
 from tests.fakes.proc_tree import O_RDONLY, O_WRONLY_APPEND, add_process
-
-
-@pytest.fixture
-def jobs(tmp_path):
-    jobs = Jobs(tmp_path)
-    yield jobs
-    jobs.close()
 
 
 def by_pid(found):

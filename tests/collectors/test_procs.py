@@ -12,14 +12,7 @@ import pytest
 from hangwatch.collectors.bounded import Background
 from hangwatch.collectors.procs import describe, is_python
 from tests.fakes.fake_psutil import FakeProcess, FakePsutil
-from tests.fakes.jobs import ZOMBIE_PARENT, Jobs, wait_for
-
-
-@pytest.fixture
-def jobs(tmp_path):
-    jobs = Jobs(tmp_path)
-    yield jobs
-    jobs.close()
+from tests.fakes.jobs import ZOMBIE_PARENT, wait_for
 
 
 def read(found, **kwargs):

@@ -13,14 +13,7 @@ import pytest
 from hangwatch.collectors import stacks
 from hangwatch.collectors.bounded import CommandResult, run_command
 from hangwatch.collectors.stacks import PTRACE_HINT, dump_stacks, find_py_spy
-from tests.fakes.jobs import Jobs, stack_of
-
-
-@pytest.fixture
-def jobs(tmp_path):
-    jobs = Jobs(tmp_path)
-    yield jobs
-    jobs.close()
+from tests.fakes.jobs import stack_of
 
 
 def dump(pids, **kwargs):
