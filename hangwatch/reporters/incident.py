@@ -13,12 +13,9 @@ Every string passes through the redactor on its way out.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
-import os
 import re
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,6 +25,7 @@ from hangwatch.collectors.redact import redact_text, redact_tree
 from hangwatch.core.durations import format_duration
 from hangwatch.core.events import Advice, StallEvent
 from hangwatch.core.evidence import process_label
+from hangwatch.reporters.files import write_atomic
 from hangwatch.snapshot import (
     GPU_COLUMNS,
     PROCESS_COLUMNS,
@@ -87,18 +85,7 @@ def _new_folder(report_dir: Path, stall: StallEvent) -> Path:
 
 
 def _write(path: Path, text: str) -> None:
-    """Atomically: a temporary file (created 0600) in the same folder, renamed into place."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    write_atomic(path, text.encode("utf-8"))
 
 
 # --- rendering ---------------------------------------------------------------------------------

@@ -4,10 +4,8 @@ is the CI step's to judge; it is recorded as a property)."""
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
-import tempfile
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
@@ -15,6 +13,7 @@ from pathlib import Path
 
 from hangwatch.core.durations import format_duration
 from hangwatch.core.events import Incident
+from hangwatch.reporters.files import write_atomic
 
 TAIL_BYTES = 16 * 1024  # the end of the job's log, kept with a failure
 # Characters XML 1.0 cannot hold at all, escaped or not (terminal colour codes among them).
@@ -84,12 +83,5 @@ def write_junit(path: Path, *, command: Sequence[str], incident: Incident | None
     data = junit_xml(command=command, incident=incident, exit_status=exit_status,
                      duration_s=duration_s, log_path=log_path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, data)
     return path

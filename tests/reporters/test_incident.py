@@ -11,7 +11,7 @@ import pytest
 
 from hangwatch.collectors.gpu import NVML_MODULE_ENV
 from hangwatch.core.events import Advice, SignalEvent, StallEvent
-from hangwatch.reporters import incident
+from hangwatch.reporters import files
 from hangwatch.reporters.incident import write_incident
 from hangwatch.snapshot import SnapshotOptions, take_snapshot
 from tests.fakes.jobs import Jobs
@@ -161,7 +161,7 @@ def test_a_failed_write_leaves_no_partial_file(tmp_path, monkeypatch):
             raise OSError(28, "No space left on device")
         real_fsync(fd)
 
-    monkeypatch.setattr(incident.os, "fsync", failing_fsync)
+    monkeypatch.setattr(files.os, "fsync", failing_fsync)
     with pytest.raises(OSError, match="No space left"):
         write(tmp_path)
     folder = tmp_path / "reports" / "20260101T000000Z-weight_sync"
