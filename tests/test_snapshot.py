@@ -72,6 +72,21 @@ def test_blocked_job_is_found_from_its_log_with_its_stack_and_gpu(jobs, nvml, tm
     assert snap["errors"] == []
 
 
+def probe_statuses() -> list[str]:
+    """Statuses of our NVML probe children. A zombie's command line can no longer be read
+    (psutil raises ZombieProcess), so a child that is already a zombie is counted as one."""
+    statuses = []
+    for child in psutil.Process().children():
+        try:
+            if "nvml_probe" in " ".join(child.cmdline()):
+                statuses.append(child.status())
+        except psutil.ZombieProcess:
+            statuses.append("zombie")
+        except psutil.NoSuchProcess:
+            continue
+    return statuses
+
+
 def test_hung_nvml_never_holds_the_snapshot_past_its_bound(jobs, nvml, tmp_path):
     nvml({"mode": "hang"})
     child = jobs.blocked_python(tmp_path / "train.log")
@@ -80,8 +95,7 @@ def test_hung_nvml_never_holds_the_snapshot_past_its_bound(jobs, nvml, tmp_path)
     assert time.monotonic() - started < 3
     assert snap["nvml"]["status"] == "timeout"
     assert "wait_for_weights" in stack_of(snap["processes"][0])  # the rest still arrived
-    probes = [c for c in psutil.Process().children() if "nvml_probe" in " ".join(c.cmdline())]
-    assert all(c.status() == "zombie" for c in probes)  # killed, waiting to be reaped
+    assert all(status == "zombie" for status in probe_statuses())  # killed, awaiting reaping
     # NVML's own timeout is cut to fit the snapshot's bound: its probe dies before we return.
     assert "nvml: timeout: NVML did not answer within 1.5s: the GPU driver may be wedged " \
         "(nvidia-smi would hang too)" in key_findings(snap)
