@@ -13,10 +13,10 @@ import time
 from pathlib import Path
 
 from hangwatch.commands.check import read_log
+from hangwatch.commands.watch import make_engine
 from hangwatch.config import load_rule_set
 from hangwatch.core.clock import SystemClock
 from hangwatch.core.engine import Engine
-from hangwatch.core.prefilter import try_build
 
 
 def main() -> int:
@@ -26,9 +26,10 @@ def main() -> int:
     args = parser.parse_args()
     start = time.perf_counter()
     rules = load_rule_set()
-    prefilter, status = (None, "off") if args.simple else try_build(rules)
+    engine = (Engine(rules, default_stall=600.0, clock=SystemClock()) if args.simple
+              else make_engine(rules, 600.0))  # as `hangwatch check` builds it
+    status = engine.prefilter.status if engine.prefilter else "off"
     ready = time.perf_counter()
-    engine = Engine(rules, default_stall=600.0, clock=SystemClock(), prefilter=prefilter)
     read_log(engine, args.log)
     done = time.perf_counter()
     print(json.dumps({"prefilter": status, "lines": sum(engine.lines.values()),

@@ -18,10 +18,8 @@ from pathlib import Path
 
 from live_writer import MARK
 
+from hangwatch.commands.watch import make_engine
 from hangwatch.config import load_rule_set
-from hangwatch.core.clock import SystemClock
-from hangwatch.core.engine import Engine
-from hangwatch.core.prefilter import try_build
 from hangwatch.feed import Block
 from hangwatch.follow import Follower
 
@@ -52,8 +50,8 @@ def marks(data: bytes) -> list[float]:
 def main() -> int:
     log = Path(sys.argv[1])
     rules = load_rule_set()
-    prefilter, status = try_build(rules)
-    engine = Engine(rules, default_stall=600.0, clock=SystemClock(), prefilter=prefilter)
+    engine = make_engine(rules, 600.0)  # as `hangwatch watch` builds it
+    status = engine.prefilter.status if engine.prefilter else "off"
     items: queue.Queue = queue.Queue(maxsize=64)
     follower = Follower(log, items)
     expected: list[int] = []

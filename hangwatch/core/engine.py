@@ -164,9 +164,11 @@ class Engine:
     def _matched(self, source: str, line: int, text: str, match: LineMatch) -> list[Event]:
         now_wall = self.clock.wall()
         events: list[Event] = []
-        where = Where(source, line, now_wall, None)
-        if match.phase_starts or match.phase_dones or match.finish:
-            where = Where(source, line, now_wall, parse_stamp(text))
+        # The printed time goes into the timeline; a repeated START (every step line of a
+        # training loop) changes nothing there, so its time is not parsed.
+        marks = (match.phase_dones or match.finish
+                 or any(not self.tracker.is_open(r.id) for r in match.phase_starts))
+        where = Where(source, line, now_wall, parse_stamp(text) if marks else None)
         for rule in match.phase_dones:
             events.extend(self.tracker.done(rule, where))
         for rule in match.phase_starts:

@@ -39,18 +39,22 @@ class LineSplitter:
         if cut < 0:
             self._hold(data)
             return b""
-        body, tail = data[: cut + 1], data[cut + 1 :]
+        start = 0
         head = b""
         if self._held or self._skipping:
-            first = body.find(b"\n")
+            first = data.find(b"\n")
             if self._skipping:
                 head = b"".join((self._held, CUT_MARKER, b"\n"))  # held was kept at max bytes
             else:
-                head = self._complete(body[:first])
+                head = self._complete(data[:first])
             self._held, self._skipping = bytearray(), False
-            body = body[first + 1 :]
-        out = head + self._cut_long_lines(body)
-        self._hold(tail)
+            start = first + 1
+        # A view, not a slice: a block is copied once, into what is returned.
+        body = memoryview(data)[start : cut + 1]
+        if len(body) > self._max:
+            body = memoryview(self._cut_long_lines(bytes(body)))
+        out = b"".join((head, body))
+        self._hold(data[cut + 1 :])
         return out
 
     def flush(self) -> bytes:

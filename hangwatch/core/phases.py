@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from hangwatch.core.events import PhaseEvent
 from hangwatch.core.model import PhaseRule
@@ -38,8 +38,9 @@ class TimelineEntry:
         return data
 
 
-@dataclass(frozen=True)
-class Where:
+class Where(NamedTuple):
+    """Where and when a phase marker was seen."""
+
     source: str
     line: int
     wall: float
@@ -64,8 +65,11 @@ class PhaseTracker:
     def current_entry(self) -> TimelineEntry | None:
         return self._open[-1][1] if self._open else None
 
+    def is_open(self, phase_id: str) -> bool:
+        return any(r.id == phase_id for r, _ in self._open)
+
     def start(self, rule: PhaseRule, where: Where) -> list[PhaseEvent]:
-        if any(r.id == rule.id for r, _ in self._open):
+        if self.is_open(rule.id):
             return []  # every rank prints the same START; the first one counts
         events = [self._close(r, e, where) for r, e in list(self._open) if r.done is None]
         entry = TimelineEntry(rule.id, rule.title, where.source, where.line, where.wall,

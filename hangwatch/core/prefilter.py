@@ -22,15 +22,28 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import hashlib
+import json
+import platform
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import regex
 
 from hangwatch.core import rules as rules_module
 from hangwatch.core.rules import LineMatch, RuleSet
 from hangwatch.core.translate import EVERY_LINE, Untranslatable, line_forms
+
+
+class DatabaseStore(Protocol):
+    """Keeps compiled databases between runs (`hangwatch/prefilter_cache.py` on disk):
+    compiling the built-in rules takes about half a second, loading them microseconds."""
+
+    def load(self, key: str) -> bytes | None: ...
+
+    def save(self, key: str, blob: bytes) -> None: ...
+
 
 # --- scanning ------------------------------------------------------------------------------
 
@@ -74,8 +87,10 @@ class Prefilter:
     time: Hyperscan's scratch space belongs to the database."""
 
     def __init__(self, rules: RuleSet, entries: Sequence[_Entry], strict: Any,
-                 noise: dict[int, str], loose: Sequence[str], status: str) -> None:
+                 noise: dict[int, str], loose: Sequence[str], status: str,
+                 store: DatabaseStore | None = None) -> None:
         self.rules = rules
+        self._store = store
         self.status = status
         self._entries = tuple(entries)
         self._noise = tuple(e for e in entries if e.kind == "noise")
@@ -215,13 +230,16 @@ class Prefilter:
 
     def _database(self, name: str) -> Any:
         if name not in self._lazy:
+            store = self._store
             if name == "probe":
-                db = _compile(self._noise_forms, single=True)
+                db = _compile(self._noise_forms, single=True, store=store)
             elif name == "count":
-                db = _compile([f"(?:{'|'.join(self._noise_forms)})[^\\n]*$"])
+                db = _compile([f"(?:{'|'.join(self._noise_forms)})[^\\n]*$"], store=store)
             else:
-                forms, _ = _compilable(dict(enumerate(self._loose_forms)), self._relaxed)
-                db = _compile(list(forms.values()), list(forms), single=True) or False
+                forms, _ = _compilable(dict(enumerate(self._loose_forms)), self._relaxed,
+                                       store)
+                db = _compile(list(forms.values()), list(forms), single=True,
+                              store=store) or False
             self._lazy[name] = db
         return self._lazy[name]
 
@@ -240,7 +258,7 @@ class Prefilter:
             if plan.fixed is None or plan.fixed is _QUIET:
                 noise = next((e.rule for e, _ in plan.known if e.kind == "noise"), None)
                 return LineMatch(noise=noise, progress=progress)
-            return dataclasses.replace(plan.fixed, progress=progress)
+            return plan.fixed._replace(progress=progress)
         hits = list(plan.known)
         for entry in plan.search:
             found = self._search(entry.pattern, text)
@@ -306,28 +324,62 @@ def _entries(rules: RuleSet) -> list[tuple[str, Any, str]]:
 
 
 def _compile(expressions: Sequence[str], ids: Sequence[int] | None = None, *,
-             single: bool = False) -> Any:
+             single: bool = False, store: DatabaseStore | None = None) -> Any:
     """A Hyperscan database, or None when Hyperscan refuses the patterns. `single`: each
-    pattern reports once a scan (for scans of one line, where only which ones hit matters)."""
+    pattern reports once a scan (for scans of one line, where only which ones hit matters).
+    With a `store`, a database compiled before from the same input is loaded instead."""
     import hyperscan
 
     flags = hyperscan.HS_FLAG_MULTILINE | (hyperscan.HS_FLAG_SINGLEMATCH if single else 0)
+    ids = list(ids or range(len(expressions)))
+    key = _key(expressions, ids, flags)
+    if store is not None and (blob := store.load(key)) is not None:
+        db = _loaded(blob)
+        if db is not None:
+            return db
     db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
     try:
-        db.compile(expressions=[e.encode() for e in expressions],
-                   ids=list(ids or range(len(expressions))), elements=len(expressions),
-                   flags=flags)
+        db.compile(expressions=[e.encode() for e in expressions], ids=ids,
+                   elements=len(expressions), flags=flags)
+    except hyperscan.error:
+        return None
+    if store is not None:
+        store.save(key, hyperscan.dumpb(db))
+    return db
+
+
+def _key(expressions: Sequence[str], ids: Sequence[int], flags: int) -> str:
+    import hyperscan
+
+    version = getattr(hyperscan, "__version__", "")  # the binding bundles the library
+    made = [version, platform.machine(), flags, list(ids), list(expressions)]
+    return hashlib.sha256(json.dumps(made).encode()).hexdigest()
+
+
+def _loaded(blob: bytes) -> Any:
+    """A stored database, or None when it is damaged or was built for another CPU (a home
+    folder shared by different machines): Hyperscan checks both, the second when scanning."""
+    import hyperscan
+
+    try:
+        db = hyperscan.loadb(blob, hyperscan.HS_MODE_BLOCK)
+        db.scratch = hyperscan.Scratch(db)  # not kept with the database
+        db.scan(b"\n", match_event_handler=_ignore)
     except hyperscan.error:
         return None
     return db
 
 
-def _compilable(forms: dict[int, str],
-                fallback: Callable[[int], str]) -> tuple[dict[int, str], set[int]]:
+def _ignore(*_args: object) -> None:
+    return None
+
+
+def _compilable(forms: dict[int, str], fallback: Callable[[int], str],
+                store: DatabaseStore | None = None) -> tuple[dict[int, str], set[int]]:
     """The forms, as Hyperscan will take them: one it proves can never match is left out (it
     matches no line); one it refuses (an anchor after other items, the empty string, too
     large) becomes its `fallback`, else EVERY_LINE. Also the ids so widened."""
-    if not forms or _compile(list(forms.values())) is not None:
+    if not forms or _compile(list(forms.values()), store=store) is not None:
         return forms, set()
     kept: dict[int, str] = {}
     widened: set[int] = set()
@@ -353,8 +405,10 @@ def _refusal(form: str) -> str | None:
     return None
 
 
-def try_build(rules: RuleSet) -> tuple[Prefilter | None, str]:
-    """A prefilter for `rules`, or None and why not (the engine then reads line by line)."""
+def try_build(rules: RuleSet,
+              store: DatabaseStore | None = None) -> tuple[Prefilter | None, str]:
+    """A prefilter for `rules`, or None and why not (the engine then reads line by line).
+    Databases are taken from and kept in `store` when one is given."""
     try:
         import hyperscan  # noqa: F401
     except ImportError:
@@ -380,22 +434,22 @@ def try_build(rules: RuleSet) -> tuple[Prefilter | None, str]:
     def relaxed(pid: int) -> str:
         return line_forms(patterns[pid], anchors=False).strict
 
-    strict, widened = _compilable(strict, relaxed)
-    noise, widened_noise = _compilable(noise, relaxed)
+    strict, widened = _compilable(strict, relaxed, store)
+    noise, widened_noise = _compilable(noise, relaxed, store)
     for pid in widened_noise:
         strict[pid] = noise.pop(pid)
     for pid in widened | widened_noise:  # regex confirms them on every line
         entries[pid] = dataclasses.replace(entries[pid], exact=False)
     strict[len(entries)] = r"[\x80-\xff][\x00-\x7f]"  # a line with other bytes: checked loosely
-    db = _compile(list(strict.values()), list(strict))
+    db = _compile(list(strict.values()), list(strict), store=store)
     if db is None:
         return None, "not used: hyperscan cannot compile the rules"
     exact = sum(e.exact for e in entries)
     status = f"hyperscan, {len(entries)} patterns ({exact} exact on ASCII lines)"
     if widened or widened_noise:
         status += f"; {len(widened | widened_noise)} widened where Hyperscan refused them"
-    return Prefilter(rules, entries, db, noise, loose, status), status
+    return Prefilter(rules, entries, db, noise, loose, status, store), status
 
 
-def build_prefilter(rules: RuleSet) -> Prefilter | None:
-    return try_build(rules)[0]
+def build_prefilter(rules: RuleSet, store: DatabaseStore | None = None) -> Prefilter | None:
+    return try_build(rules, store)[0]

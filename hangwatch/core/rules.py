@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 import regex
 
@@ -32,9 +32,9 @@ class Compiled(Generic[R]):
     pattern: regex.Pattern[str]
 
 
-@dataclass(frozen=True)
-class LineMatch:
-    """Every rule a line hits. Progress rules carry their match for the counter/heartbeat test."""
+class LineMatch(NamedTuple):
+    """Every rule a line hits. Progress rules carry their match for the counter/heartbeat test.
+    A tuple: one is made for every line a rule hits, and tuples are the cheapest to make."""
 
     phase_starts: tuple[PhaseRule, ...] = ()
     phase_dones: tuple[PhaseRule, ...] = ()

@@ -25,7 +25,7 @@ from hangwatch.collectors.redact import redact_text, redact_tree
 from hangwatch.core.durations import format_duration
 from hangwatch.core.events import Advice, StallEvent
 from hangwatch.core.evidence import process_label
-from hangwatch.reporters.files import write_atomic
+from hangwatch.files import write_atomic
 from hangwatch.snapshot import (
     GPU_COLUMNS,
     PROCESS_COLUMNS,

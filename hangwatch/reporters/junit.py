@@ -13,7 +13,7 @@ from pathlib import Path
 
 from hangwatch.core.durations import format_duration
 from hangwatch.core.events import Incident
-from hangwatch.reporters.files import write_atomic
+from hangwatch.files import write_atomic
 
 TAIL_BYTES = 16 * 1024  # the end of the job's log, kept with a failure
 # Characters XML 1.0 cannot hold at all, escaped or not (terminal colour codes among them).

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from hangwatch import files
 from hangwatch.collectors.gpu import NVML_MODULE_ENV
 from hangwatch.core.events import Advice, SignalEvent, StallEvent
-from hangwatch.reporters import files
 from hangwatch.reporters.incident import write_incident
 from hangwatch.snapshot import SnapshotOptions, take_snapshot
 from tests.fakes.jobs import Jobs
