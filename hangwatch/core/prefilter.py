@@ -236,10 +236,9 @@ class Prefilter:
             elif name == "count":
                 db = _compile([f"(?:{'|'.join(self._noise_forms)})[^\\n]*$"], store=store)
             else:
-                forms, _ = _compilable(dict(enumerate(self._loose_forms)), self._relaxed,
-                                       store)
-                db = _compile(list(forms.values()), list(forms), single=True,
-                              store=store) or False
+                _, _, db = _compilable(dict(enumerate(self._loose_forms)), self._relaxed,
+                                       store, single=True)
+                db = db or False
             self._lazy[name] = db
         return self._lazy[name]
 
@@ -375,12 +374,17 @@ def _ignore(*_args: object) -> None:
 
 
 def _compilable(forms: dict[int, str], fallback: Callable[[int], str],
-                store: DatabaseStore | None = None) -> tuple[dict[int, str], set[int]]:
+                store: DatabaseStore | None = None, *,
+                single: bool = False) -> tuple[dict[int, str], set[int], Any]:
     """The forms, as Hyperscan will take them: one it proves can never match is left out (it
     matches no line); one it refuses (an anchor after other items, the empty string, too
-    large) becomes its `fallback`, else EVERY_LINE. Also the ids so widened."""
-    if not forms or _compile(list(forms.values()), store=store) is not None:
-        return forms, set()
+    large) becomes its `fallback`, else EVERY_LINE. Also the ids so widened, and the
+    database of the forms kept (None when there are none, or they still fail together)."""
+    if not forms:
+        return forms, set(), None
+    db = _compile(list(forms.values()), list(forms), single=single, store=store)
+    if db is not None:
+        return forms, set(), db
     kept: dict[int, str] = {}
     widened: set[int] = set()
     for pid, form in forms.items():
@@ -391,7 +395,8 @@ def _compilable(forms: dict[int, str], fallback: Callable[[int], str],
             wider = fallback(pid)
             kept[pid] = wider if _refusal(wider) is None else EVERY_LINE
             widened.add(pid)
-    return kept, widened
+    db = _compile(list(kept.values()), list(kept), single=single, store=store) if kept else None
+    return kept, widened, db
 
 
 def _refusal(form: str) -> str | None:
@@ -434,14 +439,14 @@ def try_build(rules: RuleSet,
     def relaxed(pid: int) -> str:
         return line_forms(patterns[pid], anchors=False).strict
 
-    strict, widened = _compilable(strict, relaxed, store)
-    noise, widened_noise = _compilable(noise, relaxed, store)
+    # Noise rules Hyperscan refuses are widened and scanned for with the others.
+    noise, widened_noise, _ = _compilable(noise, relaxed, store)
     for pid in widened_noise:
         strict[pid] = noise.pop(pid)
+    strict[len(entries)] = r"[\x80-\xff][\x00-\x7f]"  # a line with other bytes: checked loosely
+    strict, widened, db = _compilable(strict, relaxed, store)
     for pid in widened | widened_noise:  # regex confirms them on every line
         entries[pid] = dataclasses.replace(entries[pid], exact=False)
-    strict[len(entries)] = r"[\x80-\xff][\x00-\x7f]"  # a line with other bytes: checked loosely
-    db = _compile(list(strict.values()), list(strict), store=store)
     if db is None:
         return None, "not used: hyperscan cannot compile the rules"
     exact = sum(e.exact for e in entries)
