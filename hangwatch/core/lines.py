@@ -10,6 +10,9 @@ whoever reads a line, so invalid UTF-8 costs nothing here.
 from __future__ import annotations
 
 MAX_LINE = 1 << 20
+# Lone \r looked at one by one before searching the block for \r\n: a tqdm log has about a
+# hundred a MB, and each costs a fraction of a microsecond against 1 ms for the search.
+CR_PROBES = 1024
 CUT_MARKER = b" [hangwatch: line cut at 1 MiB]"
 
 
@@ -104,10 +107,10 @@ class LineSplitter:
 
 
 def _has_crlf(data: bytes) -> bool:
-    """Whether `data` holds a \r\n. Looking at the first few \r directly is cheaper than a
-    two-byte search of the whole block, which costs about 1 ms a MB even when none is there."""
+    """Whether `data` holds a \r\n. Looking at the \r directly is cheaper than a two-byte
+    search of the whole block, which costs about 1 ms a MB even when none is there."""
     i = data.find(b"\r")
-    for _ in range(64):
+    for _ in range(CR_PROBES):
         if i < 0:
             return False
         if data[i + 1 : i + 2] == b"\n":

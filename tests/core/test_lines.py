@@ -5,7 +5,7 @@ import tracemalloc
 
 import pytest
 
-from hangwatch.core.lines import CUT_MARKER, MAX_LINE, LineSplitter
+from hangwatch.core.lines import CR_PROBES, CUT_MARKER, MAX_LINE, LineSplitter
 
 
 def split_all(chunks: list[bytes], max_line: int = MAX_LINE) -> bytes:
@@ -36,6 +36,14 @@ def test_flush_gives_the_held_partial_line_once():
 
 def test_crlf_and_lone_cr_each_end_one_line():
     assert LineSplitter().push(b"a\r\nb\rc\n") == b"a\nb\nc\n"
+
+
+@pytest.mark.parametrize("lone", [CR_PROBES - 1, CR_PROBES, CR_PROBES + 1])
+def test_crlf_after_many_progress_redraws_is_still_one_line_end(lone):
+    # The \r are probed one by one up to CR_PROBES, then the block is searched: both ways
+    # must find the \r\n at the end.
+    data = b"bar\r" * lone + b"done\r\n"
+    assert LineSplitter().push(data) == b"bar\n" * lone + b"done\n"
 
 
 def test_crlf_split_across_reads_is_one_line_end():
