@@ -474,13 +474,20 @@ def wait_stuck(f: Follower, seconds: float) -> None:
         time.sleep(0.02)
 
 
-def test_follower_stuck_in_a_blocking_open_says_for_how_long(tmp_path, follow):
+@contextmanager
+def stuck_follower(tmp_path, follow, seconds: float) -> Iterator[tuple[Follower, queue.Queue]]:
+    """A polling follower whose open() of its one-line log has blocked `seconds` already."""
     log = tmp_path / "train.log"
     log.write_bytes(b"z1\n")
     f, q = follow(log, start=False, poll=True)
     with open_blocked(log):
         f.start()
-        wait_stuck(f, 0.3)
+        wait_stuck(f, seconds)
+        yield f, q
+
+
+def test_follower_stuck_in_a_blocking_open_says_for_how_long(tmp_path, follow):
+    with stuck_follower(tmp_path, follow, 0.3) as (f, q):
         first = f.stuck_for()
         assert first >= 0.3
         wait_stuck(f, first + 0.1)
@@ -492,12 +499,7 @@ def test_follower_stuck_in_a_blocking_open_says_for_how_long(tmp_path, follow):
 
 
 def test_stop_returns_while_the_follower_is_stuck(tmp_path, follow):
-    log = tmp_path / "train.log"
-    log.write_bytes(b"z1\n")
-    f, _ = follow(log, start=False, poll=True)
-    with open_blocked(log):
-        f.start()
-        wait_stuck(f, 0.1)
+    with stuck_follower(tmp_path, follow, 0.1) as (f, _):
         started = time.monotonic()
         f.stop(timeout=0.2)
         assert time.monotonic() - started < 1.0
