@@ -6,8 +6,9 @@ File-system notifications only wake the thread early: what it trusts is a `stat`
 about once a second, compared with the file it holds open:
 
 - another (device, inode) at the path: the log was rotated or recreated. The old file stays
-  open for `rotate_grace` seconds, because writers still append to it for a moment; then its
-  last partial line is flushed and it is closed. The new file is read from the start.
+  open until nothing has been added to it for `rotate_grace` seconds, because writers go on
+  appending to it until they reopen the log (some never do); then its last partial line is
+  flushed and it is closed. The new file is read from the start.
 - the size fell below what was read: truncated (copytruncate). Read again from the start.
 - the first line (up to 4 KiB of it) changed while the size did not fall: truncated and
   rewritten past the old size before anyone looked. Read again from the start.
@@ -252,7 +253,10 @@ class Follower:
 
     def _drain_retired(self, now: float) -> None:
         for f in list(self._retired):
+            read_before = f.offset
             self._read(f)
+            if f.offset != read_before:  # still written to: its writer has not reopened the log
+                f.drain_until = now + self._grace
             if now >= f.drain_until:
                 self._put_lines(f.splitter.flush())
                 os.close(f.fd)

@@ -198,6 +198,25 @@ def test_rotation_by_rename_loses_no_line_and_reads_none_twice(tmp_path, follow)
     assert kinds(items) == ["replaced"]
 
 
+def test_writer_that_keeps_the_renamed_file_is_followed_until_it_goes_quiet(tmp_path, follow):
+    # A job that never reopens its log goes on writing to the rotated file: those lines are
+    # its progress, however long after the rename they come.
+    log = tmp_path / "train.log"
+    _, q = follow(log, rotate_grace=0.5)
+    collect(q, caught_up)
+    with open(log, "ab", buffering=0) as old:
+        old.write(b"a1\n")
+        assert lines(collect(q, has_lines(1))) == [b"a1"]
+        os.rename(log, tmp_path / "train.log.1")
+        append(log, b"b1\n")
+        items = collect(q, has_notice("replaced"))
+        for i in range(20):  # 2 s of writes, four times the grace
+            old.write(b"old %02d\n" % i)
+            time.sleep(0.1)
+    items += collect(q, lambda it: len(lines(items + it)) >= 21)
+    assert sorted(lines(items)) == [b"b1", *(b"old %02d" % i for i in range(20))]
+
+
 def test_log_renamed_away_and_back_is_not_read_twice(tmp_path, follow):
     log = tmp_path / "train.log"
     log.write_bytes(b"k1\n")
