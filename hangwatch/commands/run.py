@@ -57,12 +57,15 @@ class Producer:
 
 class Interrupts:
     """Ctrl-C / SIGTERM: pass the signal to the job, give it `grace` to exit, then end it;
-    a second signal ends it at once. Work happens off the handler, on a thread."""
+    a second signal ends it at once. Work happens off the handler, on a thread. Installed
+    before the job starts, so that no signal can end hangwatch and leave the job running;
+    one that comes while it starts is passed on by `attach`."""
 
-    def __init__(self, job: Job, grace: float) -> None:
-        self.job = job
+    def __init__(self, grace: float) -> None:
+        self.job: Job | None = None
         self.grace = grace
         self.received: int | None = None
+        self._passed = False  # the first signal has been acted on
         self._previous: dict[int, Any] = {}
 
     def install(self) -> None:
@@ -75,20 +78,31 @@ class Interrupts:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
 
+    def attach(self, job: Job) -> None:
+        """The job has started: a signal that came while it was starting goes to it now."""
+        self.job = job
+        if self.received is not None and not self._passed:
+            self._act(self._forward, job, self.received)
+
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         first = self.received is None
         self.received = signum
-        target = self._forward if first else self._kill
-        threading.Thread(target=target, args=(signum,), name="hangwatch-run-signal",
+        if self.job is not None:
+            self._act(self._forward if first else self._kill, self.job, signum)
+
+    def _act(self, target: Any, job: Job, signum: int) -> None:
+        self._passed = True
+        threading.Thread(target=target, args=(job, signum), name="hangwatch-run-signal",
                          daemon=True).start()
 
-    def _forward(self, signum: int) -> None:
-        self.job.send(signum)
-        if self.job.wait(self.grace) is None:
-            self.job.stop(self.grace)
+    def _forward(self, job: Job, signum: int) -> None:
+        job.send(signum)
+        if job.wait(self.grace) is None:
+            job.stop(self.grace)
 
-    def _kill(self, signum: int) -> None:
-        self.job.send(signal.SIGKILL)
+    @staticmethod
+    def _kill(job: Job, signum: int) -> None:
+        job.send(signal.SIGKILL)
 
 
 def make_reporters(args: argparse.Namespace, err: TextIO) -> list[Reporter]:
@@ -117,17 +131,19 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                       [str(log_path)], collect=collect if args.snapshot else None)
     producer = Producer(session.queue)
     release_orphans = adopt_orphans()
+    interrupts = Interrupts(args.grace)
+    interrupts.install()
     try:
         job = Job.start(argv, log_path=log_path, echo=terminal_echo(out, err),
                         on_lines=lambda data: producer.put(Block(str(log_path), data)),
                         on_done=lambda: producer.put(EndOfInput()),
                         leftover_grace=args.grace)
     except JobStartError as exc:
+        interrupts.restore()
         release_orphans()
         print(f"hangwatch: {exc}", file=err)
         return exc.exit_status
-    interrupts = Interrupts(job, args.grace)
-    interrupts.install()
+    interrupts.attach(job)
     started = time.monotonic()
     try:
         watched = session.run()

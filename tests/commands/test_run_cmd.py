@@ -213,3 +213,28 @@ def test_sigterm_is_passed_on_and_a_job_ignoring_it_is_killed_after_the_grace(tm
     assert 1.0 <= time.monotonic() - started < 10
     assert "SIGKILL to 1 still running" in err
     assert gone(int(pid_file.read_text()))
+
+
+def test_signal_that_comes_while_the_job_starts_reaches_the_job_once_it_exists(tmp_path):
+    # Handlers go in before the job starts: a Ctrl-C in that window is neither lost nor the
+    # end of hangwatch alone (which would leave the job running in its own process group).
+    from hangwatch.commands.run import Interrupts
+    from hangwatch.runner import Job
+
+    script = write_job(tmp_path, HANDLES_SIGNALS)
+    interrupts = Interrupts(grace=1.0)
+    interrupts.install()
+    job = None
+    try:
+        os.kill(os.getpid(), signal.SIGINT)  # handled here, in the main thread, at once
+        assert interrupts.received == signal.SIGINT
+        job = Job.start([sys.executable, str(script), str(tmp_path / "pid"), "default"],
+                        log_path=tmp_path / "job.log", echo=lambda stream, data: None,
+                        on_lines=lambda data: None)
+        interrupts.attach(job)
+        assert job.wait(10) is not None  # it would sleep 60 s without the signal
+    finally:
+        interrupts.restore()
+        if job is not None:
+            job.stop(0.5)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
