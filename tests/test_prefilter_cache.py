@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from hangwatch.config import load_rule_set
-from hangwatch.core.prefilter import Prefilter, try_build
+from hangwatch.core.prefilter import Pending, Prefilter, try_build
 from hangwatch.prefilter_cache import CACHE_ENV, KEEP, SUFFIX, DiskStore, default_store
 
 hyperscan = pytest.importorskip("hyperscan")
@@ -47,8 +47,13 @@ def build(store: DiskStore | None) -> Prefilter:
 def said(prefilter: Prefilter) -> list[tuple[int, int, str, object]]:
     """What the prefilter says of the fixture logs, with the lazily built databases used."""
     data = SAMPLE + "é ünïcode line with step:1 - \n".encode()  # takes the loose path too
-    return [(n, at, text, None if m is None else m._replace(progress=tuple(
-        (r.id, x.span()) for r, x in m.progress))) for n, at, text, m in prefilter.segments(data)]
+    out: list[tuple[int, int, str, object]] = []
+    for n, at, text, m in prefilter.segments(data):
+        if isinstance(m, Pending):
+            text, m = prefilter.resolve(m)
+        out.append((n, at, text, m if m is None else m._replace(
+            progress=tuple((r.id, x.span()) for r, x in m.progress))))
+    return out
 
 
 @pytest.fixture(scope="module")

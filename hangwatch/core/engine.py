@@ -22,7 +22,7 @@ from hangwatch.core.events import (
     StallEvent,
 )
 from hangwatch.core.phases import PhaseTracker, Where
-from hangwatch.core.prefilter import Prefilter
+from hangwatch.core.prefilter import QUIET, Held, Pending, Prefilter
 from hangwatch.core.progress import ProgressJudge
 from hangwatch.core.rules import LineMatch, RuleSet
 from hangwatch.core.stall import StallTimer
@@ -59,6 +59,7 @@ class Engine:
         self._phase_signals: dict[str, SignalEvent] = {}  # seen since the current phase began
         self.finished: FinishEvent | None = None
         self.stall: StallEvent | None = None
+        self._progressed = False  # progress recorded in the block being read
 
     # --- input ---------------------------------------------------------------------------
 
@@ -74,20 +75,46 @@ class Engine:
     def _feed_segments(self, source: str, data: bytes, prefilter: Prefilter) -> list[Event]:
         """feed_block through the prefilter: only lines a rule hits are handled one by one.
         The block's first plain line is its progress (where a stall ends); later plain lines
-        would only record progress again at the same instant."""
+        would only record progress again at the same instant. For the same reason, once the
+        block has shown progress, a line that can only repeat the START of an open phase or
+        feed a progress rule is set aside: of those, only the last of each rule matters, for
+        what the progress judge remembers, and it is handed over before any other line."""
         events: list[Event] = []
         line = self.lines.get(source, 0)
+        held = Held(prefilter)
+        self._progressed = False
         for lines, plain_at, text, match in prefilter.segments(data):
             if plain_at:
                 self.lines[source] = line + plain_at
                 events.extend(self._progress(source, line + plain_at))
             line += lines
-            if match is not None:
+            if isinstance(match, Pending):
+                line += 1
+                if self._progressed and all(self.tracker.is_open(r.id) for r in match.starts):
+                    held.add(match)
+                    self.lines[source] = line
+                    continue
+                text, match = prefilter.resolve(match)
+                self.lines[source] = line
+                if match is None:
+                    events.extend(self._progress(source, line))
+                elif match is not QUIET:
+                    self._release(held)
+                    events.extend(self._matched(source, line, text, match))
+            elif match is not None:
                 line += 1
                 self.lines[source] = line
+                self._release(held)
                 events.extend(self._matched(source, line, text, match))
             self.lines[source] = line
+        self._release(held)
         return events
+
+    def _release(self, held: Held) -> None:
+        for rule, matches in held.release():
+            for match in matches:
+                if self.judge.remember(rule, match):
+                    break
 
     def feed_line(self, source: str, text: str) -> list[Event]:
         line = self.lines.get(source, 0) + 1
@@ -214,6 +241,7 @@ class Engine:
             yield event
 
     def _progress(self, source: str, line: int) -> list[Event]:
+        self._progressed = True
         now = self.clock.monotonic()
         stalled_for = self.timer.progress(now)
         if stalled_for is None:

@@ -25,7 +25,7 @@ import dataclasses
 import hashlib
 import json
 import platform
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -49,10 +49,10 @@ class DatabaseStore(Protocol):
 
 # (lines, plain_at, text, match): `lines` lines that hit no rule or only noise rules; when
 # `plain_at` is k > 0, the k-th of them is the block's first line that hits no rule at all
-# (progress, and where a stall ends); then, when `match` is not None, one more line `text`
-# and what `RuleSet.match` says of it.
-Segment = tuple[int, int, str, "LineMatch | None"]
-_QUIET = LineMatch()  # stands for "noise only": counted, neither progress nor an event
+# (progress, and where a stall ends); then, when `match` is not None, one more line: `text`
+# and what `RuleSet.match` says of it, or a Pending line whose answer is left to be asked.
+Segment = tuple[int, int, str, "LineMatch | Pending | None"]
+QUIET = LineMatch()  # stands for "noise only": counted, neither progress nor an event
 PROBE_LINES = 256  # lines tried one by one for the first plain line before finding all noise
 _Line = tuple[int, int, int]  # start, end (its b"\n"), mask of pattern ids
 
@@ -79,6 +79,41 @@ class _Plan:
     search: tuple[_Entry, ...]
     fixed: LineMatch | None  # the answer when no searched pattern matches
     progress_only: bool
+    # (STARTs, progress entries) when a line so flagged may be Pending, else None
+    defer: tuple[tuple[Any, ...], tuple[_Entry, ...]] | None
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A line that only STARTs, progress rules and noise rules may hit. Once its block has
+    shown progress, and its STARTs are of open phases, such a line changes nothing but what
+    the progress judge remembers, and only the last one of each rule counts for that: the
+    engine may then set it aside in a `Held` instead of asking `Prefilter.resolve`."""
+
+    raw: bytes
+    mask: int
+    strict: bool
+    starts: tuple[Any, ...]  # PhaseRule
+    progress: tuple[_Entry, ...]
+
+
+class Held:
+    """Pending lines set aside, by progress rule, oldest first."""
+
+    def __init__(self, prefilter: Prefilter) -> None:
+        self._prefilter = prefilter
+        self._lines: dict[int, tuple[_Entry, list[bytes]]] = {}  # by pattern id
+
+    def add(self, pending: Pending) -> None:
+        for entry in pending.progress:
+            self._lines.setdefault(entry.pid, (entry, []))[1].append(pending.raw)
+
+    def release(self) -> Iterator[tuple[Any, Iterator[regex.Match[str]]]]:
+        """For each progress rule (ProgressRule), the matches of its lines, newest first:
+        the judge takes the first it can use. Empties the hold."""
+        held, self._lines = self._lines, {}
+        for entry, raws in held.values():
+            yield entry.rule, self._prefilter.matches(entry, reversed(raws))
 
 
 class Prefilter:
@@ -103,15 +138,16 @@ class Prefilter:
         self._lazy: dict[str, Any] = {}  # databases compiled when first needed
         self._plans: dict[tuple[int, bool], _Plan] = {}
 
-    def segments(self, data: bytes) -> list[Segment]:
+    def segments(self, data: bytes) -> Iterator[Segment]:
+        """The block, cut as `Segment` says; lazily, so that the engine can set Pending lines
+        aside as it goes."""
         if not data:
-            return []
+            return
         if not data.endswith(b"\n"):
             data += b"\n"  # as line-by-line reading takes an unterminated last line
         flagged = self._scan(data)
         first_plain = self._first_plain(data, flagged)  # among the lines not flagged
         placed = False  # plain_at given: later plain lines need no mention
-        out: list[Segment] = []
         lines = plain_at = pos = 0
         for start, end, mask in flagged:
             if not placed and first_plain is not None and first_plain < start:
@@ -119,9 +155,16 @@ class Prefilter:
                 placed = True
             lines += data.count(b"\n", pos, start)
             pos = end + 1
-            text, match = self._line(data[start:end], mask)
-            if match is not None and match is not _QUIET:
-                out.append((lines, plain_at, text, match))
+            raw = data[start:end]
+            candidates = self._candidates(raw, mask)
+            pending = self._pending(raw, candidates) if candidates else None
+            if pending is not None:
+                yield lines, plain_at, "", pending
+                lines = plain_at = 0
+                continue
+            text, match = self._line(raw, candidates)
+            if match is not None and match is not QUIET:
+                yield lines, plain_at, text, match
                 lines = plain_at = 0
                 continue
             lines += 1
@@ -131,8 +174,18 @@ class Prefilter:
             plain_at = lines + data.count(b"\n", pos, first_plain) + 1
         lines += data.count(b"\n", pos)
         if lines:
-            out.append((lines, plain_at, "", None))
-        return out
+            yield lines, plain_at, "", None
+
+    def resolve(self, pending: Pending) -> tuple[str, LineMatch | None]:
+        """What RuleSet.match says of a Pending line (QUIET: noise only)."""
+        return self._line(pending.raw, (pending.mask, pending.strict))
+
+    def matches(self, entry: _Entry, raws: Iterable[bytes]) -> Iterator[regex.Match[str]]:
+        """Where `entry`'s pattern matches these lines, skipping those it does not."""
+        for raw in raws:
+            found = self._search(entry.pattern, raw.decode("utf-8", "replace"))
+            if found is not None:
+                yield found
 
     def _scan(self, data: bytes) -> list[_Line]:
         """The lines some pattern (other than an exact noise rule) may hit, or with a byte
@@ -194,17 +247,15 @@ class Prefilter:
                 return pos
             pos = end + 1
 
-    def _line(self, raw: bytes, mask: int) -> tuple[str, LineMatch | None]:
-        """What RuleSet.match says of a flagged line."""
-        text = raw.decode("utf-8", "replace")
+    def _candidates(self, raw: bytes, mask: int) -> tuple[int, bool] | None:
+        """The patterns that may hit a flagged line, and whether their strict forms (exact
+        on ASCII lines, less the exact noise rules) found them; None when Hyperscan refused
+        the loose forms a line with other bytes needs."""
         if not mask >> self._other_id & 1:
-            return text, self._confirm(text, mask | self._noise_mask(raw), strict=True)
+            return mask, True
         loose = self._database("loose")
-        if not loose:  # Hyperscan refused the loose forms: ask every rule
-            found = self.rules.match(text)
-            if found is not None and found == LineMatch(noise=found.noise):
-                return text, _QUIET
-            return text, found
+        if not loose:
+            return None
         hits = 0
 
         def on_match(pid: int, _start: int, _end: int, _flags: int, _ctx: object) -> None:
@@ -212,7 +263,28 @@ class Prefilter:
             hits |= 1 << pid
 
         loose.scan(raw + b"\n", match_event_handler=on_match)  # as in a block
-        return text, self._confirm(text, hits, strict=False)
+        return hits, False
+
+    def _pending(self, raw: bytes, candidates: tuple[int, bool]) -> Pending | None:
+        mask, strict = candidates
+        plan = self._plans.get(candidates) or self._plan(mask, strict)
+        if plan.defer is None:
+            return None
+        return Pending(raw, mask, strict, *plan.defer)
+
+    def _line(self, raw: bytes,
+              candidates: tuple[int, bool] | None) -> tuple[str, LineMatch | None]:
+        """What RuleSet.match says of a flagged line."""
+        text = raw.decode("utf-8", "replace")
+        if candidates is None:  # ask every rule
+            found = self.rules.match(text)
+            if found is not None and found == LineMatch(noise=found.noise):
+                return text, QUIET
+            return text, found
+        mask, strict = candidates
+        if strict:
+            mask |= self._noise_mask(raw)
+        return text, self._confirm(text, mask, strict=strict)
 
     def _noise_mask(self, raw: bytes) -> int:
         """Pattern ids of the exact noise rules that hit an ASCII line."""
@@ -254,7 +326,7 @@ class Prefilter:
                              if (m := self._search(e.pattern, text)) is not None)
             if not progress:
                 return plan.fixed
-            if plan.fixed is None or plan.fixed is _QUIET:
+            if plan.fixed is None or plan.fixed is QUIET:
                 noise = next((e.rule for e, _ in plan.known if e.kind == "noise"), None)
                 return LineMatch(noise=noise, progress=progress)
             return plan.fixed._replace(progress=progress)
@@ -271,7 +343,7 @@ class Prefilter:
         search = tuple(e for e in entries if e.kind == "progress" or not (strict and e.exact))
         known = tuple((e, None) for e in entries if e not in search)
         plan = _Plan(known, search, _line_match(list(known)),
-                     all(e.kind == "progress" for e in search))
+                     all(e.kind == "progress" for e in search), _deferrable(entries))
         self._plans[(mask, strict)] = plan
         return plan
 
@@ -294,8 +366,21 @@ def _unflagged(data: bytes, pos: int, flagged: list[_Line], at: int) -> tuple[in
     return (pos if pos < len(data) else None), at
 
 
+def _deferrable(entries: list[_Entry]) -> tuple[tuple[Any, ...], tuple[_Entry, ...]] | None:
+    """(STARTs, progress entries) of a line these entries may hit, when it could be Pending:
+    no DONE, signal or finish rule among them, and every progress rule one whose memory is
+    a single value (a heartbeat, or a counter with no other named group to key it)."""
+    if any(e.kind not in ("start", "progress", "noise") for e in entries):
+        return None
+    progress = tuple(e for e in entries if e.kind == "progress")
+    if any(e.rule.counter is not None and set(e.pattern.groupindex) - {e.rule.counter}
+           for e in progress):
+        return None
+    return tuple(e.rule for e in entries if e.kind == "start"), progress
+
+
 def _line_match(hits: list[_Hit]) -> LineMatch | None:
-    """The LineMatch RuleSet.match gives for these hits (in pattern order); _QUIET when only
+    """The LineMatch RuleSet.match gives for these hits (in pattern order); QUIET when only
     noise rules hit."""
     if not hits:
         return None
@@ -304,7 +389,7 @@ def _line_match(hits: list[_Hit]) -> LineMatch | None:
         found.setdefault(entry.kind, []).append(
             (entry.rule, match) if entry.kind == "progress" else entry.rule)
     if found.keys() == {"noise"}:
-        return _QUIET
+        return QUIET
     return LineMatch(tuple(found.get("start", ())), tuple(found.get("done", ())),
                      tuple(found.get("signal", ())), (found.get("noise") or [None])[0],
                      tuple(found.get("progress", ())), (found.get("finish") or [None])[0])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 import regex
 
@@ -14,12 +15,13 @@ _STAMP = regex.compile(
 )
 
 
+@dataclass
 class ProgressJudge:
-    """Remembers, per rule, the last counter value or heartbeat text it saw."""
+    """Remembers, per rule, the last counter value or heartbeat text it saw. Two judges
+    are equal when they remember the same."""
 
-    def __init__(self) -> None:
-        self._counters: dict[tuple[str, tuple[str, ...]], float] = {}
-        self._beats: dict[str, str] = {}
+    _counters: dict[tuple[str, tuple[str, ...]], float] = field(default_factory=dict)
+    _beats: dict[str, str] = field(default_factory=dict)
 
     def advances(self, hits: Iterable[tuple[ProgressRule, regex.Match[str]]]) -> bool:
         """True when any hit advances; every hit updates its memory either way."""
@@ -31,27 +33,52 @@ class ProgressJudge:
                 advanced |= self._heartbeat_changed(rule, match)
         return advanced
 
+    def remember(self, rule: ProgressRule, match: regex.Match[str]) -> bool:
+        """Take in a hit as `advances` does, without judging it; False when it leaves the
+        memory as it was (a counter group without a number)."""
+        if rule.counter is None:
+            self._beats[rule.id] = _beat(match)
+            return True
+        counted = _count(rule, match)
+        if counted is not None:
+            self._counters[counted[0]] = counted[1]
+        return counted is not None
+
     def _counter_grew(self, rule: ProgressRule, match: regex.Match[str]) -> bool:
-        assert rule.counter is not None
-        found = _NUMBER.search(match.group(rule.counter) or "")
-        if found is None:
+        counted = _count(rule, match)
+        if counted is None:
             return False
-        value = float(found.group())
-        # Other named groups tell counters apart ("train" vs "validation" split).
-        key = (rule.id, tuple(str(v) for k, v in sorted(match.groupdict().items())
-                              if k != rule.counter))
+        key, value = counted
         previous = self._counters.get(key)
         self._counters[key] = value
         # Equal is a repeat; lower is a new pass (next epoch, a second `Map`), so it counts.
         return previous is None or value != previous
 
     def _heartbeat_changed(self, rule: ProgressRule, match: regex.Match[str]) -> bool:
-        text = match.string
-        # Blank out the named groups (elapsed times, counts that tick) and any timestamp.
-        spans = sorted(match.span(name) for name in match.groupdict() if match.start(name) >= 0)
-        for start, end in reversed(spans):
-            text = text[:start] + "#" + text[end:]
-        key = _STAMP.sub("#", text)
+        key = _beat(match)
         previous = self._beats.get(rule.id)
         self._beats[rule.id] = key
         return previous != key
+
+
+def _count(rule: ProgressRule, match: regex.Match[str]) -> tuple[tuple[str, tuple[str, ...]],
+                                                                   float] | None:
+    """The counter's key and value, or None when its group holds no number."""
+    assert rule.counter is not None
+    found = _NUMBER.search(match.group(rule.counter) or "")
+    if found is None:
+        return None
+    # Other named groups tell counters apart ("train" vs "validation" split).
+    key = (rule.id, tuple(str(v) for k, v in sorted(match.groupdict().items())
+                          if k != rule.counter))
+    return key, float(found.group())
+
+
+def _beat(match: regex.Match[str]) -> str:
+    """The heartbeat line with its named groups (elapsed times, counts that tick) and any
+    timestamp blanked out: what must change for a beat to be progress."""
+    text = match.string
+    spans = sorted(match.span(name) for name in match.groupdict() if match.start(name) >= 0)
+    for start, end in reversed(spans):
+        text = text[:start] + "#" + text[end:]
+    return _STAMP.sub("#", text)

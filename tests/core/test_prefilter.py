@@ -13,10 +13,18 @@ import pytest
 from hangwatch.config import load_pack_text, load_rule_set
 from hangwatch.core.clock import FakeClock
 from hangwatch.core.engine import Engine
-from hangwatch.core.events import RecoveredEvent, StallEvent
+from hangwatch.core.events import PhaseEvent, RecoveredEvent, StallEvent
 from hangwatch.core.lines import LineSplitter
-from hangwatch.core.model import NoiseRule, Origin, ProgressRule, RulePack, SignalRule
-from hangwatch.core.prefilter import PROBE_LINES, Prefilter, build_prefilter, try_build
+from hangwatch.core.model import NoiseRule, Origin, PhaseRule, ProgressRule, RulePack, SignalRule
+from hangwatch.core.prefilter import (
+    PROBE_LINES,
+    QUIET,
+    Pending,
+    Prefilter,
+    build_prefilter,
+    try_build,
+)
+from hangwatch.core.progress import ProgressJudge
 from hangwatch.core.rules import RuleSet
 from hangwatch.core.translate import Untranslatable, line_forms, translate
 
@@ -46,7 +54,11 @@ def verdicts(prefilter: Prefilter, lines: list[bytes]) -> list[object]:
     out: list[object] = []
     for line in lines:
         [(count, plain_at, _text, match)] = prefilter.segments(line + b"\n")
-        if match is not None:
+        if isinstance(match, Pending):  # what the engine asks when it cannot set it aside
+            assert count == 0
+            _text, found = prefilter.resolve(match)
+            out.append("plain" if found is None else "noise" if found is QUIET else found)
+        elif match is not None:
             assert count == 0
             out.append(match)
         else:
@@ -81,7 +93,7 @@ def comparable(items: list[object]) -> list[object]:
 
 
 def run_engine(rules: RuleSet, prefilter: Prefilter | None, data: bytes, *, block: int,
-               stall_every: int = 0) -> tuple[list, dict]:
+               stall_every: int = 0) -> tuple[list, dict, ProgressJudge]:
     """Feed `data` in blocks through a LineSplitter (as check and the follower do); every
     `stall_every` blocks, let the clock pass the stall threshold so recoveries are tested."""
     clock = FakeClock()
@@ -93,7 +105,7 @@ def run_engine(rules: RuleSet, prefilter: Prefilter | None, data: bytes, *, bloc
         clock.advance(40.0 if stall_every and (i // block) % stall_every == 0 else 1.0)
         events += engine.tick()
     events += engine.feed_block("log", splitter.flush())
-    return events, engine.state()
+    return events, engine.state(), engine.judge
 
 
 def assert_same_engine(rules: RuleSet, data: bytes, *, block: int, stall_every: int = 0,
@@ -104,6 +116,7 @@ def assert_same_engine(rules: RuleSet, data: bytes, *, block: int, stall_every: 
     slow = run_engine(rules, None, data, block=block, stall_every=stall_every)
     assert fast[0] == slow[0]
     assert fast[1] == slow[1]
+    assert fast[2] == slow[2]  # what the progress judge remembers, lines set aside included
     return slow[0]
 
 
@@ -162,13 +175,13 @@ NOISY = rule_set(noise=(r"\bNCCL INFO\b",), signals=("WARN",), beats=(r"alive \d
 def test_block_of_noise_longer_than_the_probe_has_no_progress():
     prefilter = build_prefilter(NOISY)
     data = b"h:1:2 [0] NCCL INFO Channel 00\n" * (PROBE_LINES * 3)
-    assert prefilter.segments(data) == [(PROBE_LINES * 3, 0, "", None)]
+    assert list(prefilter.segments(data)) == [(PROBE_LINES * 3, 0, "", None)]
 
 
 def test_plain_line_after_a_long_noise_run_is_found_at_its_place():
     prefilter = build_prefilter(NOISY)
     noise = b"NCCL INFO x\n" * (PROBE_LINES + 40)
-    assert prefilter.segments(noise + b"plain\n" + noise) == [
+    assert list(prefilter.segments(noise + b"plain\n" + noise)) == [
         (2 * (PROBE_LINES + 40) + 1, PROBE_LINES + 41, "", None)]
 
 
@@ -372,3 +385,67 @@ def _hits(db: object, data: bytes, line_end: int) -> bool:
     db.scan(data, match_event_handler=lambda _i, _s, end, _f, _c: ends.append(end))  # type: ignore[attr-defined]
     line_start = data.rfind(b"\n", 0, line_end) + 1
     return any(line_start < end <= line_end + 1 for end in ends)
+
+
+# --- lines set aside: after a block's progress, only the last of each rule counts ------------
+
+LOOP = RuleSet([RulePack(
+    name="t", file="t.yaml",
+    phases=(PhaseRule("loop", "Training loop", r"step \S+ -", ORIGIN),
+            PhaseRule("sync", "Weight sync", r"SYNC start", ORIGIN, done=r"SYNC done")),
+    progress=(ProgressRule("steps", r"step (?P<n>\S+) -", ORIGIN, counter="n"),
+              ProgressRule("beat", r"alive (?P<t>\d+)s", ORIGIN, heartbeat=True)),
+    noise=(NoiseRule("spew", r"NCCL INFO", ORIGIN),),
+)])
+
+
+def counting_resolves(prefilter: Prefilter) -> list[int]:
+    """Count the Pending lines the engine had to ask about instead of setting aside."""
+    asked = [0]
+    resolve = prefilter.resolve
+
+    def counted(pending: Pending) -> tuple[str, object]:
+        asked[0] += 1
+        return resolve(pending)
+
+    prefilter.resolve = counted  # type: ignore[method-assign]
+    return asked
+
+
+def test_counter_line_without_a_number_leaves_the_value_before_it():
+    # "step x" matches the counter rule but holds no number: the judge keeps 2, so the
+    # "step 2" after the stall is a repeat, not a recovery, whichever way the lines are read.
+    block = b"plain\n" + b"".join(b"step %d - loss\n" % i for i in range(1, 3))
+    block += b"step x - loss\nNCCL INFO spew\nalive 3s\nalive 4s\n"
+    prefilter = build_prefilter(LOOP)
+    assert prefilter is not None
+    asked = counting_resolves(prefilter)
+    events = assert_same_engine(LOOP, block + b"step 2 - loss\n" * 3, block=len(block),
+                                stall_every=1, prefilter=prefilter)
+    assert any(isinstance(e, StallEvent) for e in events)
+    assert not any(isinstance(e, RecoveredEvent) for e in events)
+    # Asked: "step 1" (it opens the loop) and the repeats of the second block, which has no
+    # progress of its own; set aside: "step 2", "step x" and both "alive" lines.
+    assert asked[0] == 4
+
+
+def test_start_of_a_phase_that_is_not_open_is_never_set_aside():
+    data = (b"plain\nstep 1 - a\nstep 2 - b\nSYNC start\nstep 3 - c\nSYNC done\n"
+            b"step 4 - d\nstep 5 - e\n")
+    events = assert_same_engine(LOOP, data, block=len(data))
+    phases = [(e.phase, e.state, e.line) for e in events if isinstance(e, PhaseEvent)]
+    assert phases == [("loop", "started", 2), ("loop", "completed", 4),
+                      ("sync", "started", 4), ("loop", "started", 5),
+                      ("sync", "completed", 6)]
+
+
+@pytest.mark.parametrize("block", [7, 50, 1 << 16])
+def test_lines_set_aside_leave_the_judge_as_line_by_line_reading_does(block):
+    rng = random.Random(3)
+    pieces = [b"plain", b"step %d - x", b"step y - x", b"alive %ds", b"NCCL INFO z",
+              b"SYNC start", b"SYNC done", "step %d - \u2588".encode()]
+    lines = []
+    for _ in range(3000):
+        piece = rng.choice(pieces)
+        lines.append(piece % rng.randrange(6) if b"%d" in piece else piece)
+    assert_same_engine(LOOP, b"\n".join(lines) + b"\n", block=block, stall_every=5)
