@@ -88,25 +88,23 @@ class Engine:
                 self.lines[source] = line + plain_at
                 events.extend(self._progress(source, line + plain_at))
             line += lines
+            self.lines[source] = line
+            if match is None:
+                continue
+            line += 1
+            self.lines[source] = line
             if isinstance(match, Pending):
-                line += 1
                 if self._progressed and all(self.tracker.is_open(r.id) for r in match.starts):
                     held.add(match)
-                    self.lines[source] = line
                     continue
                 text, match = prefilter.resolve(match)
-                self.lines[source] = line
-                if match is None:
+                if match is None:  # plain after all
                     events.extend(self._progress(source, line))
-                elif match is not QUIET:
-                    self._release(held)
-                    events.extend(self._matched(source, line, text, match))
-            elif match is not None:
-                line += 1
-                self.lines[source] = line
-                self._release(held)
-                events.extend(self._matched(source, line, text, match))
-            self.lines[source] = line
+                    continue
+                if match is QUIET:
+                    continue
+            self._release(held)
+            events.extend(self._matched(source, line, text, match))
         self._release(held)
         return events
 

@@ -32,6 +32,7 @@ from typing import Any, Protocol
 import regex
 
 from hangwatch.core import rules as rules_module
+from hangwatch.core.model import PhaseRule
 from hangwatch.core.rules import LineMatch, RuleSet
 from hangwatch.core.translate import EVERY_LINE, Untranslatable, line_forms
 
@@ -80,7 +81,7 @@ class _Plan:
     fixed: LineMatch | None  # the answer when no searched pattern matches
     progress_only: bool
     # (STARTs, progress entries) when a line so flagged may be Pending, else None
-    defer: tuple[tuple[Any, ...], tuple[_Entry, ...]] | None
+    defer: tuple[tuple[PhaseRule, ...], tuple[_Entry, ...]] | None
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,7 @@ class Pending:
     raw: bytes
     mask: int
     strict: bool
-    starts: tuple[Any, ...]  # PhaseRule
+    starts: tuple[PhaseRule, ...]
     progress: tuple[_Entry, ...]
 
 
@@ -157,7 +158,7 @@ class Prefilter:
             pos = end + 1
             raw = data[start:end]
             candidates = self._candidates(raw, mask)
-            pending = self._pending(raw, candidates) if candidates else None
+            pending = self._pending(raw, candidates) if candidates is not None else None
             if pending is not None:
                 yield lines, plain_at, "", pending
                 lines = plain_at = 0
@@ -266,11 +267,10 @@ class Prefilter:
         return hits, False
 
     def _pending(self, raw: bytes, candidates: tuple[int, bool]) -> Pending | None:
-        mask, strict = candidates
-        plan = self._plans.get(candidates) or self._plan(mask, strict)
+        plan = self._plan(*candidates)
         if plan.defer is None:
             return None
-        return Pending(raw, mask, strict, *plan.defer)
+        return Pending(raw, *candidates, *plan.defer)
 
     def _line(self, raw: bytes,
               candidates: tuple[int, bool] | None) -> tuple[str, LineMatch | None]:
@@ -318,7 +318,7 @@ class Prefilter:
         return line_forms(self._patterns[pid], anchors=False).loose
 
     def _confirm(self, text: str, mask: int, strict: bool) -> LineMatch | None:
-        plan = self._plans.get((mask, strict)) or self._plan(mask, strict)
+        plan = self._plan(mask, strict)
         if not plan.search:
             return plan.fixed
         if plan.progress_only:
@@ -339,6 +339,10 @@ class Prefilter:
         return _line_match(hits)
 
     def _plan(self, mask: int, strict: bool) -> _Plan:
+        """The plan for lines so flagged, made once."""
+        plan = self._plans.get((mask, strict))
+        if plan is not None:
+            return plan
         entries = [e for e in self._entries if mask >> e.pid & 1]
         search = tuple(e for e in entries if e.kind == "progress" or not (strict and e.exact))
         known = tuple((e, None) for e in entries if e not in search)
@@ -366,7 +370,7 @@ def _unflagged(data: bytes, pos: int, flagged: list[_Line], at: int) -> tuple[in
     return (pos if pos < len(data) else None), at
 
 
-def _deferrable(entries: list[_Entry]) -> tuple[tuple[Any, ...], tuple[_Entry, ...]] | None:
+def _deferrable(entries: list[_Entry]) -> tuple[tuple[PhaseRule, ...], tuple[_Entry, ...]] | None:
     """(STARTs, progress entries) of a line these entries may hit, when it could be Pending:
     no DONE, signal or finish rule among them, and every progress rule one whose memory is
     a single value (a heartbeat, or a counter with no other named group to key it)."""
