@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from hangwatch.config import load_rule_set
-from hangwatch.core.prefilter import Pending, Prefilter, try_build
+from hangwatch.core.prefilter import Pending, Plain, Prefilter, try_build
 from hangwatch.prefilter_cache import CACHE_ENV, KEEP, SUFFIX, DiskStore, default_store
 
 hyperscan = pytest.importorskip("hyperscan")
@@ -44,20 +44,20 @@ def build(store: DiskStore | None) -> Prefilter:
     return prefilter
 
 
-def said(prefilter: Prefilter) -> list[tuple[int, int, str, object]]:
+def said(prefilter: Prefilter) -> list[tuple[int, str, object]]:
     """What the prefilter says of the fixture logs, with the lazily built databases used."""
     data = SAMPLE + "é ünïcode line with step:1 - \n".encode()  # takes the loose path too
-    out: list[tuple[int, int, str, object]] = []
-    for n, at, text, m in prefilter.segments(data):
+    out: list[tuple[int, str, object]] = []
+    for n, text, m in prefilter.segments(data):
         if isinstance(m, Pending):
             text, m = prefilter.resolve(m)
-        out.append((n, at, text, m if m is None else m._replace(
+        out.append((n, text, m if m is None or isinstance(m, Plain) else m._replace(
             progress=tuple((r.id, x.span()) for r, x in m.progress))))
     return out
 
 
 @pytest.fixture(scope="module")
-def reference() -> list[tuple[int, int, str, object]]:
+def reference() -> list[tuple[int, str, object]]:
     return said(build(None))
 
 

@@ -20,15 +20,21 @@ from hangwatch.core.events import (
     RecoveredEvent,
     SignalEvent,
     StallEvent,
+    Wait,
 )
 from hangwatch.core.phases import PhaseTracker, Where
-from hangwatch.core.prefilter import QUIET, Held, Pending, Prefilter
+from hangwatch.core.prefilter import QUIET, Held, Pending, Plain, Prefilter
 from hangwatch.core.progress import ProgressJudge
 from hangwatch.core.rules import LineMatch, RuleSet
 from hangwatch.core.stall import StallTimer
 from hangwatch.core.timestamps import parse_stamp
+from hangwatch.core.waits import WaitDetector
 
 SIGNAL_REPEAT_S = 10.0  # the same signal is reported again at most this often (NCCL spew)
+WAIT_ADVICE = (
+    "The job keeps printing the same lines without advancing: it is waiting on something "
+    "(a peer, a server, a lock, a resource). The repeated line says what; take stacks with "
+    "`py-spy dump --pid PID` to see the call that waits.")
 NO_PHASE_ADVICE = (
     "Take stacks with `py-spy dump --pid PID` to see where each process waits, and write a "
     "phase rule for the last marker your trainer prints (`hangwatch rules test LOG`).",
@@ -54,6 +60,7 @@ class Engine:
         self.tracker = PhaseTracker()
         self.timer = StallTimer(clock.monotonic())
         self.judge = ProgressJudge()
+        self.waits = WaitDetector()
         self.lines: dict[str, int] = {}
         self.signals: dict[str, SignalRecord] = {}
         self._phase_signals: dict[str, SignalEvent] = {}  # seen since the current phase began
@@ -64,45 +71,47 @@ class Engine:
     # --- input ---------------------------------------------------------------------------
 
     def feed_block(self, source: str, data: bytes) -> list[Event]:
-        """Complete lines, each ending in b"\\n" (what the follower delivers)."""
+        """Complete lines, each ending in b"\\n" (what the follower delivers). The block's
+        lines are read at one instant: once one is progress, later plain lines cannot change
+        when progress happened, so they are not judged (the same through the prefilter)."""
+        self._progressed = False
         if self.prefilter is not None:
             return self._feed_segments(source, data, self.prefilter)
         events: list[Event] = []
         for raw in _lines(data):
-            events.extend(self.feed_line(source, raw.decode("utf-8", "replace")))
+            events.extend(self._feed_line(source, raw.decode("utf-8", "replace")))
         return events
 
     def _feed_segments(self, source: str, data: bytes, prefilter: Prefilter) -> list[Event]:
-        """feed_block through the prefilter: only lines a rule hits are handled one by one.
-        The block's first plain line is its progress (where a stall ends); later plain lines
-        would only record progress again at the same instant. For the same reason, once the
-        block has shown progress, a line that can only repeat the START of an open phase or
-        feed a progress rule is set aside: of those, only the last of each rule matters, for
-        what the progress judge remembers, and it is handed over before any other line."""
+        """feed_block through the prefilter: only lines a rule hits, and plain lines until
+        one is progress, are handled one by one. For the same reason, once the block has
+        shown progress, a line that can only repeat the START of an open phase or feed a
+        progress rule is set aside: of those, only the last of each rule matters, for what
+        the progress judge remembers, and it is handed over before any other line."""
         events: list[Event] = []
         line = self.lines.get(source, 0)
         held = Held(prefilter)
-        self._progressed = False
-        for lines, plain_at, text, match in prefilter.segments(data):
-            if plain_at:
-                self.lines[source] = line + plain_at
-                events.extend(self._progress(source, line + plain_at))
+        for lines, text, match in prefilter.segments(data, lambda: not self._progressed):
             line += lines
             self.lines[source] = line
             if match is None:
                 continue
             line += 1
             self.lines[source] = line
+            if isinstance(match, Plain):
+                events.extend(self._plain(source, line, text))
+                continue
             if isinstance(match, Pending):
                 if self._progressed and all(self.tracker.is_open(r.id) for r in match.starts):
                     held.add(match)
                     continue
-                text, match = prefilter.resolve(match)
-                if match is None:  # plain after all
-                    events.extend(self._progress(source, line))
+                text, resolved = prefilter.resolve(match)
+                if resolved is None:  # plain after all
+                    events.extend(self._plain(source, line, text))
                     continue
-                if match is QUIET:
+                if resolved is QUIET:
                     continue
+                match = resolved
             self._release(held)
             events.extend(self._matched(source, line, text, match))
         self._release(held)
@@ -115,19 +124,25 @@ class Engine:
                     break
 
     def feed_line(self, source: str, text: str) -> list[Event]:
+        """One line: a block of its own."""
+        self._progressed = False
+        return self._feed_line(source, text)
+
+    def _feed_line(self, source: str, text: str) -> list[Event]:
         line = self.lines.get(source, 0) + 1
         self.lines[source] = line
         match = self.rules.match(text)
         if match is None:
-            return self._progress(source, line)
+            return self._plain(source, line, text)
         return self._matched(source, line, text, match)
 
-    def feed_plain(self, source: str, count: int) -> list[Event]:
-        """`count` lines known to hit no rule: progress, nothing else to learn from them."""
-        if count <= 0:
+    def _plain(self, source: str, line: int, text: str) -> list[Event]:
+        """A line no rule hits: progress, unless the wait-loop detector finds it repeats."""
+        if self._progressed:
             return []
-        self.lines[source] = self.lines.get(source, 0) + count
-        return self._progress(source, self.lines[source])
+        if not self.waits.judge(source, line, text, self.clock.monotonic()).progress:
+            return []
+        return self._progress(source, line)
 
     def backdate(self, idle_s: float) -> None:
         """The log had been quiet `idle_s` seconds before we saw it (its mtime)."""
@@ -240,6 +255,7 @@ class Engine:
 
     def _progress(self, source: str, line: int) -> list[Event]:
         self._progressed = True
+        self.waits.progressed()
         now = self.clock.monotonic()
         stalled_for = self.timer.progress(now)
         if stalled_for is None:
@@ -261,6 +277,12 @@ class Engine:
             because = (f"phase {phase.id} ({phase.title}) in progress since "
                        f"{entry.source}:{entry.line}, no progress for {format_duration(idle)}")
             advice.extend(Advice(text, because) for text in phase.advice)
+        waits = tuple(Wait(w.shown, w.why, w.count, round(w.last_s - w.first_s, 3), w.last_text)
+                      for w in self.waits.waits())
+        if waits:
+            top = waits[0]
+            advice.append(Advice(WAIT_ADVICE, f"`{top.template}` repeated {top.count} times in "
+                                              f"{format_duration(top.span_s)}; {top.why}"))
         signals = tuple(self._phase_signals.values())
         for signal in signals:
             if signal.severity != "info":
@@ -279,6 +301,7 @@ class Engine:
             wall=self.clock.wall(),
             advice=tuple(_unique(advice)),
             signals=signals,
+            waits=waits,
         )
 
 

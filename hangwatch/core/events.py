@@ -58,6 +58,18 @@ class FinishEvent:
 
 
 @dataclass(frozen=True)
+class Wait:
+    """A line that kept repeating without progress: its template (numbers as <n>), why it
+    is not progress, how often and over how long it repeated, and its last text."""
+
+    template: str
+    why: str
+    count: int
+    span_s: float
+    last: str
+
+
+@dataclass(frozen=True)
 class StallEvent:
     phase: str | None
     phase_title: str | None
@@ -67,6 +79,7 @@ class StallEvent:
     wall: float
     advice: tuple[Advice, ...] = ()
     signals: tuple[SignalEvent, ...] = field(default=())
+    waits: tuple[Wait, ...] = ()
 
 
 @dataclass(frozen=True)

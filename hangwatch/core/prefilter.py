@@ -48,13 +48,20 @@ class DatabaseStore(Protocol):
 
 # --- scanning ------------------------------------------------------------------------------
 
-# (lines, plain_at, text, match): `lines` lines that hit no rule or only noise rules; when
-# `plain_at` is k > 0, the k-th of them is the block's first line that hits no rule at all
-# (progress, and where a stall ends); then, when `match` is not None, one more line: `text`
-# and what `RuleSet.match` says of it, or a Pending line whose answer is left to be asked.
-Segment = tuple[int, int, str, "LineMatch | Pending | None"]
+class Plain:
+    """Marks a segment's line as one no rule hits (see `Segment`)."""
+
+    def __repr__(self) -> str:
+        return "PLAIN"
+
+
+PLAIN = Plain()
+# (lines, text, match): `lines` lines passed over (noise only, or plain while the caller
+# needs no plain line), then, unless `match` is None, one more line: `text` and what
+# `RuleSet.match` says of it, a Pending line whose answer is left to be asked, or PLAIN.
+Segment = tuple[int, str, "LineMatch | Pending | Plain | None"]
 QUIET = LineMatch()  # stands for "noise only": counted, neither progress nor an event
-PROBE_LINES = 256  # lines tried one by one for the first plain line before finding all noise
+PROBE_LINES = 256  # lines tried one by one for the next plain line before finding all noise
 _Line = tuple[int, int, int]  # start, end (its b"\n"), mask of pattern ids
 
 
@@ -139,43 +146,46 @@ class Prefilter:
         self._lazy: dict[str, Any] = {}  # databases compiled when first needed
         self._plans: dict[tuple[int, bool], _Plan] = {}
 
-    def segments(self, data: bytes) -> Iterator[Segment]:
+    def segments(self, data: bytes,
+                 wants_plain: Callable[[], bool] = lambda: True) -> Iterator[Segment]:
         """The block, cut as `Segment` says; lazily, so that the engine can set Pending lines
-        aside as it goes."""
+        aside as it goes. While `wants_plain()` (the engine judges plain lines until one is
+        progress), each plain line is a segment of its own; after that they are counted."""
         if not data:
             return
         if not data.endswith(b"\n"):
             data += b"\n"  # as line-by-line reading takes an unterminated last line
         flagged = self._scan(data)
-        first_plain = self._first_plain(data, flagged)  # among the lines not flagged
-        placed = False  # plain_at given: later plain lines need no mention
-        lines = plain_at = pos = 0
-        for start, end, mask in flagged:
-            if not placed and first_plain is not None and first_plain < start:
-                plain_at = lines + data.count(b"\n", pos, first_plain) + 1
-                placed = True
+        finder = _PlainFinder(self, data)
+        lines = pos = 0
+        for start, end, mask in [*flagged, (len(data), len(data), 0)]:
+            while wants_plain() and (at := finder.next(pos, start)) is not None:
+                lines += data.count(b"\n", pos, at)
+                pos = data.index(b"\n", at) + 1
+                yield lines, data[at:pos - 1].decode("utf-8", "replace"), PLAIN
+                lines = 0
             lines += data.count(b"\n", pos, start)
+            if start == len(data):
+                break
             pos = end + 1
             raw = data[start:end]
             candidates = self._candidates(raw, mask)
             pending = self._pending(raw, candidates) if candidates is not None else None
             if pending is not None:
-                yield lines, plain_at, "", pending
-                lines = plain_at = 0
+                yield lines, "", pending
+                lines = 0
                 continue
             text, match = self._line(raw, candidates)
-            if match is not None and match is not QUIET:
-                yield lines, plain_at, text, match
-                lines = plain_at = 0
-                continue
-            lines += 1
-            if match is None and not placed:  # flagged, but plain after all
-                plain_at, placed = lines, True
-        if not placed and first_plain is not None:
-            plain_at = lines + data.count(b"\n", pos, first_plain) + 1
-        lines += data.count(b"\n", pos)
+            if match is None and wants_plain():  # flagged, but plain after all
+                yield lines, text, PLAIN
+                lines = 0
+            elif match is not None and match is not QUIET:
+                yield lines, text, match
+                lines = 0
+            else:
+                lines += 1
         if lines:
-            yield lines, plain_at, "", None
+            yield lines, "", None
 
     def resolve(self, pending: Pending) -> tuple[str, LineMatch | None]:
         """What RuleSet.match says of a Pending line (QUIET: noise only)."""
@@ -214,39 +224,6 @@ class Prefilter:
         if mask:
             lines.append((start, end, mask))
         return lines
-
-    def _first_plain(self, data: bytes, flagged: list[_Line]) -> int | None:
-        """Offset of the first line not flagged that no noise rule hits, or None. Such
-        lines are pure ASCII, where the strict forms are exact. Lines are tried one by one;
-        past PROBE_LINES (a block of NCCL spew), all noise lines are found in one scan."""
-        pos: int | None = 0
-        at = 0
-        for _ in range(PROBE_LINES):
-            pos, at = _unflagged(data, pos or 0, flagged, at)
-            if pos is None or not self._noise_forms:
-                return pos
-            end = data.index(b"\n", pos)
-            if not self._noise_mask(data[pos:end]):
-                return pos
-            pos = end + 1
-        noisy: list[int] = []
-        add = noisy.append
-
-        def on_match(_pid: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
-            add(end)  # the pattern ends in `[^\n]*$`: one report a line, at its end
-
-        self._database("count").scan(data, match_event_handler=on_match)
-        noisy.sort()
-        i = 0
-        while True:
-            pos, at = _unflagged(data, pos or 0, flagged, at)
-            if pos is None:
-                return None
-            end = data.index(b"\n", pos)
-            i = bisect.bisect_left(noisy, end, i)
-            if i == len(noisy) or noisy[i] != end:
-                return pos
-            pos = end + 1
 
     def _candidates(self, raw: bytes, mask: int) -> tuple[int, bool] | None:
         """The patterns that may hit a flagged line, and whether their strict forms (exact
@@ -359,15 +336,44 @@ class Prefilter:
             return None
 
 
-def _unflagged(data: bytes, pos: int, flagged: list[_Line], at: int) -> tuple[int | None, int]:
-    """The first line starting at or after `pos` that is not flagged (None at the end of the
-    block), and where to look next in `flagged` (sorted; `at` is where to start)."""
-    while at < len(flagged) and flagged[at][0] < pos:
-        at += 1
-    while at < len(flagged) and flagged[at][0] == pos:
-        pos = flagged[at][1] + 1
-        at += 1
-    return (pos if pos < len(data) else None), at
+class _PlainFinder:
+    """Finds, between two flagged lines, the next line no exact noise rule hits either. Such
+    lines are pure ASCII, where the strict forms are exact. Lines are tried one by one; past
+    PROBE_LINES in a block (NCCL spew), all noise lines are found in one scan."""
+
+    def __init__(self, prefilter: Prefilter, data: bytes) -> None:
+        self._prefilter = prefilter
+        self._data = data
+        self._probes = 0
+        self._noisy: list[int] | None = None  # ends of every noise line, once scanned
+
+    def next(self, pos: int, limit: int) -> int | None:
+        data = self._data
+        while pos < limit:
+            if not self._prefilter._noise_forms:
+                return pos
+            end = data.index(b"\n", pos)
+            if not self._is_noise(pos, end):
+                return pos
+            pos = end + 1
+        return None
+
+    def _is_noise(self, pos: int, end: int) -> bool:
+        if self._noisy is None and self._probes < PROBE_LINES:
+            self._probes += 1
+            return bool(self._prefilter._noise_mask(self._data[pos:end]))
+        if self._noisy is None:
+            noisy: list[int] = []
+            add = noisy.append
+
+            def on_match(_pid: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
+                add(end)  # the pattern ends in `[^\n]*$`: one report a line, at its end
+
+            self._prefilter._database("count").scan(self._data, match_event_handler=on_match)
+            noisy.sort()
+            self._noisy = noisy
+        i = bisect.bisect_left(self._noisy, end)
+        return i < len(self._noisy) and self._noisy[i] == end
 
 
 def _deferrable(entries: list[_Entry]) -> tuple[tuple[PhaseRule, ...], tuple[_Entry, ...]] | None:

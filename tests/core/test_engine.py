@@ -183,15 +183,6 @@ def test_backdated_quiet_log_stalls_at_once():
     assert stall.idle_s >= 3600
 
 
-def test_feed_plain_counts_lines_and_is_progress():
-    engine, clock = make()
-    feed(engine, "SYNC start")
-    clock.advance(11)
-    engine.tick()
-    [recovered] = engine.feed_plain("train.log", 500)
-    assert isinstance(recovered, RecoveredEvent) and recovered.line == 501
-
-
 def test_feed_block_decodes_invalid_utf8_and_counts_lines():
     engine, _ = make()
     events = engine.feed_block("train.log", b"\xff\xfe init START\nplain\x00line\n")

@@ -17,6 +17,7 @@ from hangwatch.core.events import PhaseEvent, RecoveredEvent, StallEvent
 from hangwatch.core.lines import LineSplitter
 from hangwatch.core.model import NoiseRule, Origin, PhaseRule, ProgressRule, RulePack, SignalRule
 from hangwatch.core.prefilter import (
+    PLAIN,
     PROBE_LINES,
     QUIET,
     Pending,
@@ -53,8 +54,11 @@ def verdicts(prefilter: Prefilter, lines: list[bytes]) -> list[object]:
     """What the prefilter says of each line alone: "plain", "noise" or the LineMatch."""
     out: list[object] = []
     for line in lines:
-        [(count, plain_at, _text, match)] = prefilter.segments(line + b"\n")
-        if isinstance(match, Pending):  # what the engine asks when it cannot set it aside
+        [(count, _text, match)] = prefilter.segments(line + b"\n")
+        if match is PLAIN:
+            assert count == 0
+            out.append("plain")
+        elif isinstance(match, Pending):  # what the engine asks when it cannot set it aside
             assert count == 0
             _text, found = prefilter.resolve(match)
             out.append("plain" if found is None else "noise" if found is QUIET else found)
@@ -63,7 +67,7 @@ def verdicts(prefilter: Prefilter, lines: list[bytes]) -> list[object]:
             out.append(match)
         else:
             assert count == 1
-            out.append("plain" if plain_at == 1 else "noise")
+            out.append("noise")
     return out
 
 
@@ -175,14 +179,22 @@ NOISY = rule_set(noise=(r"\bNCCL INFO\b",), signals=("WARN",), beats=(r"alive \d
 def test_block_of_noise_longer_than_the_probe_has_no_progress():
     prefilter = build_prefilter(NOISY)
     data = b"h:1:2 [0] NCCL INFO Channel 00\n" * (PROBE_LINES * 3)
-    assert list(prefilter.segments(data)) == [(PROBE_LINES * 3, 0, "", None)]
+    assert list(prefilter.segments(data)) == [(PROBE_LINES * 3, "", None)]
 
 
 def test_plain_line_after_a_long_noise_run_is_found_at_its_place():
     prefilter = build_prefilter(NOISY)
     noise = b"NCCL INFO x\n" * (PROBE_LINES + 40)
     assert list(prefilter.segments(noise + b"plain\n" + noise)) == [
-        (2 * (PROBE_LINES + 40) + 1, PROBE_LINES + 41, "", None)]
+        (PROBE_LINES + 40, "plain", PLAIN), (PROBE_LINES + 40, "", None)]
+
+
+def test_plain_lines_are_counted_once_the_caller_needs_none():
+    prefilter = build_prefilter(NOISY)
+    wanted = iter([True, False])
+    data = b"one\nNCCL INFO x\ntwo\nthree\n"
+    assert list(prefilter.segments(data, lambda: next(wanted, False))) == [
+        (0, "one", PLAIN), (3, "", None)]
 
 
 def test_recovery_lands_on_the_first_plain_line_after_noise_and_a_signal():
@@ -449,3 +461,17 @@ def test_lines_set_aside_leave_the_judge_as_line_by_line_reading_does(block):
         piece = rng.choice(pieces)
         lines.append(piece % rng.randrange(6) if b"%d" in piece else piece)
     assert_same_engine(LOOP, b"\n".join(lines) + b"\n", block=block, stall_every=5)
+
+
+@pytest.mark.parametrize("block", [40, 300, 1 << 20])
+def test_wait_loops_among_noise_give_the_same_events_as_line_by_line(block):
+    rng = random.Random(5)
+    healthy = [b"NCCL INFO spew", b"alive", b"a WARN here", b"step %d loss 0.5", b"new %d"]
+    waiting = [b"NCCL INFO spew", b"alive", b"still waiting for rank 3 (attempt %d)"]
+    lines = []
+    for i in range(3000):
+        line = rng.choice(healthy if i // 300 % 2 else waiting)
+        lines.append(line % i if b"%d" in line else line)
+    events = assert_same_engine(NOISY, b"\n".join(lines) + b"\n", block=block, stall_every=2)
+    if block < 1000:  # stalls fall between blocks, so a wait-only stretch spans some
+        assert any(isinstance(e, StallEvent) and e.waits for e in events)
