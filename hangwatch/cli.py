@@ -26,14 +26,34 @@ def duration(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def phase_stall(text: str) -> tuple[str, float]:
+    phase, sep, value = text.partition("=")
+    if not sep or not phase:
+        raise argparse.ArgumentTypeError(f"expected PHASE=DURATION, not {text!r}")
+    return phase.strip(), duration(value)
+
+
+def _settle_stall(args: argparse.Namespace) -> None:
+    """`--stall` not given: the default, which packs' stall_after may raise."""
+    if getattr(args, "stall", 0) is None:
+        args.stall = duration(DEFAULT_STALL)
+        args.stall_given = False
+    else:
+        args.stall_given = hasattr(args, "stall")
+
+
 def _rule_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rules", action="append", default=[], metavar="PATH",
                         help="extra rule pack file or folder (repeatable); a phase with an "
                              "existing id overrides the built-in one")
-    parser.add_argument("--stall", type=duration, default=duration(DEFAULT_STALL),
-                        metavar="DURATION",
-                        help="no progress for this long is a stall, unless the phase sets its "
-                             "own stall_after (default 10m; e.g. 90, 90s, 10m, 1h)")
+    parser.add_argument("--stall", type=duration, default=None, metavar="DURATION",
+                        help="no progress for this long is a stall; given, it outranks the "
+                             "packs' stall_after (default 10m, or the phase's stall_after; "
+                             "e.g. 90, 90s, 10m, 1h)")
+    parser.add_argument("--phase-stall", type=phase_stall, action="append", default=[],
+                        metavar="PHASE=DURATION",
+                        help="the threshold for one phase or step (repeatable); outranks "
+                             "--stall")
 
 
 def _watch_options(parser: argparse.ArgumentParser) -> None:
@@ -145,6 +165,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
     if args.command is None:
         parser.print_help(out)
         return ExitStatus.USAGE
+    _settle_stall(args)
     try:
         module = importlib.import_module(f"hangwatch.commands.{args.command}")
         return int(module.run(args, out, err))

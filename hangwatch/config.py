@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -25,11 +26,13 @@ from hangwatch.core.model import (
 from hangwatch.core.rules import RuleSet
 from hangwatch.errors import ConfigError, ConfigErrors
 
-PACK_KEYS = {"pack", "description", "extends", "phases", "signals", "noise", "progress",
-             "finish", "diagnoses"}
+PACK_KEYS = {"pack", "description", "extends", "layer", "phases", "signals", "noise",
+             "progress", "finish", "diagnoses"}
+LAYERS = ("pack", "generic")
+GENERIC_PREFIX = "generic:"  # generic-layer ids are shown, and kept apart, as generic:<id>
 SECTION_KEYS: dict[str, tuple[set[str], set[str]]] = {
     # section: (required keys, optional keys)
-    "phases": ({"id", "start"}, {"title", "done", "stall_after", "advice"}),
+    "phases": ({"id", "start"}, {"title", "done", "stall_after", "advice", "parent"}),
     "signals": ({"id", "match"}, {"severity", "advice"}),
     "noise": ({"id", "match"}, set()),
     "progress": ({"id", "match"}, {"counter", "heartbeat"}),
@@ -127,6 +130,7 @@ class _PackParser:
         self.errors = errors
         self.builtin = builtin
         self.pack = "?"
+        self.generic = False
 
     def error(self, message: str, line: int, rule: str = "") -> None:
         self.errors.append(ConfigError(message, file=self.file, line=line, rule=rule))
@@ -150,6 +154,15 @@ class _PackParser:
             self.error("`description` must be text", doc.key_lines["description"])
             description = ""
         extends = self._string_list(doc, "extends", doc.line, "")
+        layer = doc.get("layer", "pack")
+        if layer not in LAYERS:
+            self.error(f"`layer` must be one of {', '.join(LAYERS)}, not {layer!r}",
+                       doc.key_lines["layer"])
+        self.generic = layer == "generic"
+        for section in ("noise", "finish"):
+            if self.generic and section in doc:
+                self.error(f"the generic layer names phases and signals; `{section}` belongs "
+                           f"in a pack", doc.key_lines[section])
         seen: dict[str, int] = {}
         sections = {
             section: [r for r in self._section(doc, section, seen) if r is not None]
@@ -161,6 +174,7 @@ class _PackParser:
             description=description.strip(),
             extends=tuple(extends),
             builtin=self.builtin,
+            generic=self.generic,
             phases=tuple(sections["phases"]),
             signals=tuple(sections["signals"]),
             noise=tuple(sections["noise"]),
@@ -208,7 +222,10 @@ class _PackParser:
                     seen[rule_id] = item.key_lines["id"]
             if not required - set(item):
                 # Build even a rule already in error, so its values are checked too.
-                rule = getattr(self, f"_{section}")(item, Origin(self.file, item.line, self.pack))
+                origin = Origin(self.file, item.line, self.pack, self.generic)
+                rule = getattr(self, f"_{section}")(item, origin)
+                if ok and rule is not None and self.generic:
+                    rule = dataclasses.replace(rule, id=GENERIC_PREFIX + rule.id)
                 if ok:
                     yield rule
 
@@ -226,10 +243,16 @@ class _PackParser:
                            item["id"])
                 return None
         title = item.get("title", item["id"].replace("_", " "))
+        parent = item.get("parent")
+        if parent is not None and not (isinstance(parent, str) and ID_PATTERN.fullmatch(parent)):
+            self.error("`parent` must name a phase by its id", item.key_lines["parent"],
+                       item["id"])
+            return None
         if start is None or ("done" in item and done is None):
             return None
         return PhaseRule(id=item["id"], title=str(title), start=start, done=done,
-                         stall_after=stall_after, advice=self._advice(item), origin=origin)
+                         stall_after=stall_after, advice=self._advice(item), origin=origin,
+                         parent=parent)
 
     def _signals(self, item: _Mapping, origin: Origin) -> SignalRule | None:
         pattern = self._regex(item, "match")

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from hangwatch.core.durations import format_duration
 from hangwatch.core.engine import Engine
 from hangwatch.core.events import Advice, Event, Incident, Notice, StallEvent
 from hangwatch.core.rules import RuleSet
@@ -76,6 +77,7 @@ class Session:
 
     def run(self, should_stop: Callable[[], bool] = lambda: False) -> int:
         """Consume until stopped, the input ends, or (with exit_on_stall) a stall is reported."""
+        self._notice(Notice("", "threshold", threshold_text(self.engine)))
         while not should_stop():
             try:
                 item = self.queue.get(timeout=self._wait_s())
@@ -212,6 +214,15 @@ class Session:
     def close(self) -> None:
         for reporter in self.reporters:
             reporter.close()
+
+
+def threshold_text(engine: Engine) -> str:
+    """Which stall threshold applies and where it comes from, said once at start-up."""
+    threshold, source = engine.threshold_from()
+    text = f"stall threshold {format_duration(threshold)} ({source})"
+    if source == "default":
+        text += "; a phase's own stall_after applies while it is open (--stall outranks them)"
+    return text
 
 
 def evidence_collector(rules: RuleSet, options: Callable[[], Any]) -> Collector:

@@ -31,7 +31,7 @@ signals:
     severity: fatal
 """)
     assert messages == [
-        "mine.yaml:5: rule a: unknown key 'colour' in phases (known: advice, done, id, "
+        "mine.yaml:5: rule a: unknown key 'colour' in phases (known: advice, done, id, parent, "
         "stall_after, start, title)",
         "mine.yaml:4: rule a: bad regex in `start`: missing ) at position 4: 'foo('",
         "mine.yaml:6: rule a: duplicate id 'a' (first at line 3)",

@@ -163,8 +163,9 @@ def test_no_rule_hits_the_lines_of_another_framework(path: Path):
     own = path.relative_to(FIXTURES).parts[0]
     allowed = ancestors(own)
     inherited = {rule_id for n in allowed for _, rule_id, _ in patterns(packs()[n])}
+    # The generic layer names every framework's lines by their words: that is its job.
     fights = [f"{name} {kind} {rule_id} <- {line.strip()[:120]}"
-              for name in line_packs() if name not in allowed
+              for name in line_packs() if name not in allowed and not packs()[name].generic
               for kind, rule_id, pattern in patterns(packs()[name]) if rule_id not in inherited
               for line in hits(pattern, path)]
     assert not fights, "\n".join(fights)

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from hangwatch.commands.watch import make_engine
+from hangwatch.commands.watch import engine_for
 from hangwatch.config import load_rule_set
 from hangwatch.core.durations import format_duration
 from hangwatch.core.engine import Engine
 from hangwatch.core.lines import LineSplitter
 from hangwatch.errors import ExitStatus, HangwatchError
+from hangwatch.reporters.base import wait_lines, where_text
 
 READ_SIZE = 1 << 20
 
@@ -44,14 +46,21 @@ def verdict(engine: Engine, quiet_s: float) -> str:
 def result(engine: Engine, quiet_s: float) -> dict[str, Any]:
     state = engine.state()
     outcome = verdict(engine, quiet_s)
-    advice = engine.diagnosis().advice if outcome == "stalled" else ()
+    diagnosis = engine.diagnosis()
+    advice = diagnosis.advice if outcome == "stalled" else ()
     return {
         "verdict": outcome,
         "phase": state["phase"],
         "phase_title": state["phase_title"],
+        "step": state["step"],
+        "step_title": state["step_title"],
+        "last_step": state["last_step"],
+        "marker": state["marker"],
         "last_completed": state["last_completed"],
         "quiet_s": round(quiet_s, 3),
         "threshold_s": state["threshold_s"],
+        "threshold_from": state["threshold_from"],
+        "waits": [dataclasses.asdict(w) for w in diagnosis.waits],
         "lines": state["lines"],
         "signals": state["signals"],
         "timeline": state["timeline"],
@@ -63,18 +72,23 @@ def render(data: dict[str, Any], out: TextIO) -> None:
     lines = sum(data["lines"].values())
     head = {"finished": "FINISHED cleanly", "running": "RUNNING (written recently)",
             "stalled": "STALLED"}[data["verdict"]]
-    phase = f"{data['phase_title']} [{data['phase']}]" if data["phase"] else "none"
     print(f"verdict:        {head}", file=out)
-    print(f"phase open:     {phase}", file=out)
+    print(f"phase open:     {where_text(data) if data['phase'] else 'none'}", file=out)
+    if data["marker"]:
+        print(f"named by:       {data['marker']}", file=out)
     print(f"last completed: {data['last_completed'] or 'none'}", file=out)
     print(f"quiet for:      {format_duration(data['quiet_s'])} (threshold "
-          f"{format_duration(data['threshold_s'])}), {lines} lines read", file=out)
+          f"{format_duration(data['threshold_s'])}, {data['threshold_from']}), "
+          f"{lines} lines read", file=out)
+    for line in wait_lines(data["waits"])[:3]:
+        print(f"repeating:      {line}", file=out)
     if data["timeline"]:
         print("\ntimeline:", file=out)
         for entry in data["timeline"]:
             took = entry["duration_s"]
             took_text = format_duration(took) if took is not None else "-"
-            print(f"  {entry['title']:<32} {entry['state']:<10} line {entry['line']:<8} "
+            title = f"  {entry['title']}" if entry.get("parent") else entry["title"]
+            print(f"  {title:<32} {entry['state']:<10} line {entry['line']:<8} "
                   f"{took_text}", file=out)
     if data["signals"]:
         print("\nsignals:", file=out)
@@ -88,7 +102,7 @@ def render(data: dict[str, Any], out: TextIO) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    engine = make_engine(load_rule_set(args.rules), args.stall)
+    engine = engine_for(load_rule_set(args.rules), args)
     paths = [Path(p) for p in args.logs]
     for path in paths:
         if not path.is_file():

@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 from typing import TextIO
 
-from hangwatch.commands.watch import make_engine, make_reporters, snapshot_options
+from hangwatch.commands.watch import engine_for, make_reporters, snapshot_options
 from hangwatch.config import load_rule_set
 from hangwatch.daemon import Session, SessionOptions, evidence_collector
 from hangwatch.errors import ExitStatus, HangwatchError
@@ -30,7 +30,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                                     stacks=True, native=False)
     rules = load_rule_set()
     session = Session(
-        make_engine(rules, args.stall),
+        engine_for(rules, args),
         make_reporters(watch_args, out),
         SessionOptions(report_dir=Path(args.report_dir), exit_on_stall=True,
                        refresh_s=None if args.plain or not out.isatty() else 1.0),

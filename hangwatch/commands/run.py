@@ -18,7 +18,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
 
-from hangwatch.commands.watch import make_engine, snapshot_options
+from hangwatch.commands.watch import engine_for, snapshot_options
 from hangwatch.config import load_rule_set
 from hangwatch.core.durations import format_duration
 from hangwatch.core.events import Incident
@@ -121,7 +121,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     argv = command_argv(args)
     rules = load_rule_set(args.rules)  # a bad rule file is reported before the job starts
     log_path = Path(args.log)
-    engine = make_engine(rules, args.stall)
+    engine = engine_for(rules, args)
     job: Job | None = None
     # The job's tree is known exactly: the snapshot needs no discovery from the log.
     collect = evidence_collector(rules, lambda: snapshot_options(

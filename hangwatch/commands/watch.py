@@ -12,13 +12,14 @@ from hangwatch.core.clock import SystemClock
 from hangwatch.core.engine import Engine
 from hangwatch.core.rules import RuleSet
 from hangwatch.daemon import Session, SessionOptions, evidence_collector
-from hangwatch.errors import ExitStatus
+from hangwatch.errors import ExitStatus, HangwatchError
 from hangwatch.reporters.base import Reporter
 
 LIVE_REFRESH_S = 1.0
 
 
-def make_engine(rules: RuleSet, stall: float) -> Engine:
+def make_engine(rules: RuleSet, stall: float, *, stall_given: bool = True,
+                phase_stall: dict[str, float] | None = None) -> Engine:
     """The engine every command uses: with the multi-pattern prefilter when it can be built
     (hyperscan installed, patterns it can follow), else matching line by line. Its compiled
     databases are kept in the user's cache folder."""
@@ -26,7 +27,20 @@ def make_engine(rules: RuleSet, stall: float) -> Engine:
     from hangwatch.prefilter_cache import default_store
 
     return Engine(rules, default_stall=stall, clock=SystemClock(),
-                  prefilter=build_prefilter(rules, default_store()))
+                  prefilter=build_prefilter(rules, default_store()), stall_given=stall_given,
+                  phase_stall=phase_stall)
+
+
+def engine_for(rules: RuleSet, args: argparse.Namespace) -> Engine:
+    """`make_engine` with the thresholds of the command line: `--phase-stall`, then a given
+    `--stall`, then a phase's own stall_after, then the default."""
+    per_phase = dict(getattr(args, "phase_stall", []))
+    unknown = sorted(p for p in per_phase if rules.phase(p) is None)
+    if unknown:
+        raise HangwatchError(f"--phase-stall: no phase or step named {', '.join(unknown)} "
+                             f"(see `hangwatch rules show PACK`)")
+    return make_engine(rules, args.stall, stall_given=getattr(args, "stall_given", True),
+                       phase_stall=per_phase)
 
 
 def is_live(args: argparse.Namespace, out: TextIO) -> bool:
@@ -60,7 +74,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     rules = load_rule_set(args.rules)
     paths = [Path(p) for p in args.logs]
-    engine = make_engine(rules, args.stall)
+    engine = engine_for(rules, args)
     collect = None
     if args.snapshot:
         collect = evidence_collector(rules, lambda: snapshot_options(args, paths))

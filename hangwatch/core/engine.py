@@ -22,10 +22,11 @@ from hangwatch.core.events import (
     StallEvent,
     Wait,
 )
+from hangwatch.core.model import PhaseRule
 from hangwatch.core.phases import PhaseTracker, Where
 from hangwatch.core.prefilter import QUIET, Held, Pending, Plain, Prefilter
 from hangwatch.core.progress import ProgressJudge
-from hangwatch.core.rules import LineMatch, RuleSet
+from hangwatch.core.rules import LineMatch, RuleSet, is_generic_only
 from hangwatch.core.stall import StallTimer
 from hangwatch.core.timestamps import parse_stamp
 from hangwatch.core.waits import WaitDetector
@@ -52,10 +53,13 @@ class SignalRecord:
 
 class Engine:
     def __init__(self, rules: RuleSet, *, default_stall: float, clock: Clock,
-                 prefilter: Prefilter | None = None) -> None:
+                 prefilter: Prefilter | None = None, stall_given: bool = False,
+                 phase_stall: dict[str, float] | None = None) -> None:
         self.rules = rules
         self.prefilter = prefilter  # built for `rules`: blocks are scanned whole, same events
         self.default_stall = default_stall
+        self.stall_given = stall_given  # `--stall` was given: it outranks packs' stall_after
+        self.phase_stall = dict(phase_stall or {})  # `--phase-stall ID=DURATION`: above all
         self.clock = clock
         self.tracker = PhaseTracker()
         self.timer = StallTimer(clock.monotonic())
@@ -102,7 +106,7 @@ class Engine:
                 events.extend(self._plain(source, line, text))
                 continue
             if isinstance(match, Pending):
-                if self._progressed and all(self.tracker.is_open(r.id) for r in match.starts):
+                if self._progressed and self.tracker.repeats_only(match.starts):
                     held.add(match)
                     continue
                 text, resolved = prefilter.resolve(match)
@@ -151,10 +155,23 @@ class Engine:
     # --- time ----------------------------------------------------------------------------
 
     def threshold(self) -> float:
-        phase = self.tracker.current
-        if phase is not None and phase.stall_after is not None:
-            return phase.stall_after
-        return self.default_stall
+        return self.threshold_from()[0]
+
+    def threshold_from(self) -> tuple[float, str]:
+        """The stall threshold in force and where it comes from. `--phase-stall` for the
+        step or phase in progress wins, then an explicit `--stall`, then the step's or the
+        phase's own `stall_after`, then the default."""
+        step = self.tracker.current_step
+        rules = [r for r in (step[0] if step else None, self.tracker.current) if r is not None]
+        for rule in rules:
+            if rule.id in self.phase_stall:
+                return self.phase_stall[rule.id], f"--phase-stall {rule.id}"
+        if self.stall_given:
+            return self.default_stall, "--stall"
+        for rule in rules:
+            if rule.stall_after is not None:
+                return rule.stall_after, f"stall_after of {rule.id} in {rule.origin.pack}"
+        return self.default_stall, "default"
 
     def seconds_to_deadline(self) -> float | None:
         """How long the loop may sleep before the stall could fire; None when it cannot."""
@@ -177,14 +194,22 @@ class Engine:
     def state(self) -> dict[str, Any]:
         current, last = self.tracker.current, self.tracker.last_completed
         entry = self.tracker.current_entry
+        step, last_step = self.tracker.current_step, self.tracker.last_step
+        threshold, threshold_from = self.threshold_from()
         return {
             "phase": current.id if current else None,
             "phase_title": current.title if current else None,
             "phase_since_wall": entry.started_wall if entry else None,
+            "step": step[0].id if step else None,
+            "step_title": step[0].title if step else None,
+            "last_step": last_step.id if last_step else None,
+            "last_step_title": last_step.title if last_step else None,
+            "marker": self._marker(),
             "last_completed": last.id if last else None,
             "last_completed_title": last.title if last else None,
             "idle_s": round(self.idle(), 3),
-            "threshold_s": self.threshold(),
+            "threshold_s": threshold,
+            "threshold_from": threshold_from,
             "stalled": self.timer.stalled,
             "finished": self.finished is not None,
             "lines": dict(self.lines),
@@ -207,13 +232,13 @@ class Engine:
         # The printed time goes into the timeline; a repeated START (every step line of a
         # training loop) changes nothing there, so its time is not parsed.
         marks = (match.phase_dones or match.finish
-                 or any(not self.tracker.is_open(r.id) for r in match.phase_starts))
-        where = Where(source, line, now_wall, parse_stamp(text) if marks else None)
+                 or not self.tracker.repeats_only(match.phase_starts))
+        where = Where(source, line, now_wall, parse_stamp(text) if marks else None, text)
         for rule in match.phase_dones:
             events.extend(self.tracker.done(rule, where))
         for rule in match.phase_starts:
-            started = self.tracker.start(rule, where)
-            if any(isinstance(e, PhaseEvent) and e.state == "started" for e in started):
+            started = self._start(rule, where)
+            if any(e.state == "started" and e.parent is None for e in started):
                 self._phase_signals.clear()
                 self.finished = None  # a new run in the same log
             events.extend(started)
@@ -228,12 +253,36 @@ class Engine:
         # A phase marker is progress when it moved a phase; a repeat of an open phase's start
         # (a step line, a tqdm redraw) is judged like any other line, counters included.
         moved = match.finish is not None or any(isinstance(e, PhaseEvent) for e in events)
-        is_progress = moved or advanced or (
-            not match.progress and match.noise is None and not match.signals
-        )
-        if is_progress:
+        if moved or advanced:
             events.extend(self._progress(source, line))
+        elif not match.progress and match.noise is None and not match.signals:
+            # Words name where the job is, not whether it moves: a generic line that only
+            # repeats is judged as a line no rule knows.
+            if is_generic_only(match):
+                events.extend(self._plain(source, line, text))
+            else:
+                events.extend(self._progress(source, line))
         return events
+
+    def _start(self, rule: PhaseRule, where: Where) -> list[PhaseEvent]:
+        """A phase, or a step: one that names its parent, or a generic-layer phase seen while
+        a pack's phase is open (the pack's phase is the better name for where the job is)."""
+        parent = self.rules.phase(rule.parent) if rule.parent else None
+        current = self.tracker.current
+        if parent is None and rule.origin.generic and current is not None and (
+                not current.origin.generic):
+            parent = current
+        if parent is not None:
+            return self.tracker.start_step(rule, parent, where)
+        return self.tracker.start(rule, where)
+
+    def _marker(self) -> str | None:
+        """The line that opened the step or phase in progress: what chose its name."""
+        step = self.tracker.current_step
+        entry = step[1] if step else self.tracker.current_entry
+        if entry is None:
+            return None
+        return f"{entry.source}:{entry.line}: {entry.text}"
 
     def _signal(self, signal_id: str, severity: Any, advice: tuple[str, ...], source: str,
                 line: int, text: str, wall: float) -> Iterator[SignalEvent]:
@@ -270,9 +319,16 @@ class Engine:
 
     def _stall_event(self) -> StallEvent:
         phase, last = self.tracker.current, self.tracker.last_completed
+        step, last_step = self.tracker.current_step, self.tracker.last_step
         idle = self.idle()
+        threshold, threshold_from = self.threshold_from()
         advice: list[Advice] = []
         entry = self.tracker.current_entry
+        if step is not None:
+            because = (f"step {step[0].id} ({step[0].title}) of {step[1].parent} in progress "
+                       f"since {step[1].source}:{step[1].line}, no progress for "
+                       f"{format_duration(idle)}")
+            advice.extend(Advice(text, because) for text in step[0].advice)
         if phase is not None and entry is not None:
             because = (f"phase {phase.id} ({phase.title}) in progress since "
                        f"{entry.source}:{entry.line}, no progress for {format_duration(idle)}")
@@ -297,11 +353,16 @@ class Engine:
             phase_title=phase.title if phase else None,
             last_completed=last.id if last else None,
             idle_s=idle,
-            threshold_s=self.threshold(),
+            threshold_s=threshold,
             wall=self.clock.wall(),
             advice=tuple(_unique(advice)),
             signals=signals,
             waits=waits,
+            step=step[0].id if step else None,
+            step_title=step[0].title if step else None,
+            last_step=last_step.id if last_step else None,
+            marker=self._marker(),
+            threshold_from=threshold_from,
         )
 
 

@@ -35,6 +35,7 @@ class PhaseEvent:
     line: int
     wall: float
     stamp: float | None = None  # time printed on the line itself, when it carries one
+    parent: str | None = None  # a step: the phase it runs inside
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,11 @@ class StallEvent:
     advice: tuple[Advice, ...] = ()
     signals: tuple[SignalEvent, ...] = field(default=())
     waits: tuple[Wait, ...] = ()
+    step: str | None = None  # the step in progress inside the phase
+    step_title: str | None = None
+    last_step: str | None = None  # the last step completed inside the phase
+    marker: str | None = None  # `source:line: text` of the line that opened phase or step
+    threshold_from: str = "default"  # where the threshold comes from (`--stall`, a phase's ...)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ class Origin:
     file: str
     line: int
     pack: str
+    generic: bool = False  # the generic layer: named by words, outranked by every pack
 
     def __str__(self) -> str:
         return f"{self.file}:{self.line}"
@@ -30,6 +31,7 @@ class PhaseRule:
     done: str | None = None
     stall_after: float | None = None
     advice: tuple[str, ...] = ()
+    parent: str | None = None  # a step inside this phase: the phase stays open around it
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,7 @@ class RulePack:
     description: str = ""
     extends: tuple[str, ...] = ()
     builtin: bool = False
+    generic: bool = False
     phases: tuple[PhaseRule, ...] = ()
     signals: tuple[SignalRule, ...] = ()
     noise: tuple[NoiseRule, ...] = ()

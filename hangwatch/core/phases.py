@@ -1,7 +1,9 @@
-"""Which pipeline phase is in progress, which completed last, and the timeline of both."""
+"""Which pipeline phase is in progress, which step inside it, what completed last, and the
+timeline of all of them."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, NamedTuple
 
@@ -9,6 +11,7 @@ from hangwatch.core.events import PhaseEvent
 from hangwatch.core.model import PhaseRule
 
 TIMELINE_LIMIT = 1000  # a training loop repeats phases forever; keep the newest entries
+MARKER_CHARS = 200  # of the line that opened a phase or step, kept to show what chose it
 
 
 @dataclass
@@ -23,6 +26,8 @@ class TimelineEntry:
     end_line: int | None = None
     ended_wall: float | None = None
     ended_stamp: float | None = None
+    parent: str | None = None  # the phase this step runs inside
+    text: str = ""  # the line that opened it
 
     def duration(self) -> float | None:
         """Seconds by the times printed on the lines when both carry one, else by wall time."""
@@ -39,20 +44,31 @@ class TimelineEntry:
 
 
 class Where(NamedTuple):
-    """Where and when a phase marker was seen."""
+    """Where and when a phase marker was seen, and what it said."""
 
     source: str
     line: int
     wall: float
     stamp: float | None
+    text: str = ""
+
+
+_Open = tuple[PhaseRule, TimelineEntry]
 
 
 class PhaseTracker:
     """Phases with a `done` pattern stay open until it is seen (they may overlap: Ray actors
-    initialise side by side); a phase without one ends when the next phase starts."""
+    initialise side by side); a phase without one ends when the next phase starts.
+
+    A step runs inside a phase (a rule with a `parent`, or a generic-layer phase seen while
+    a pack's phase is open): starting it leaves the phase open. A step without `done` ends
+    when the next step of its phase starts, or when the phase's own START is seen again (a
+    training loop's next step line); every step ends with its phase."""
 
     def __init__(self) -> None:
-        self._open: list[tuple[PhaseRule, TimelineEntry]] = []  # oldest first
+        self._open: list[_Open] = []  # phases, oldest first
+        self._steps: dict[str, list[_Open]] = {}  # open steps by phase id, oldest first
+        self._last_step: dict[str, PhaseRule] = {}  # last completed step by open phase id
         self.timeline: list[TimelineEntry] = []
         self.dropped = 0
         self.last_completed: PhaseRule | None = None
@@ -65,52 +81,110 @@ class PhaseTracker:
     def current_entry(self) -> TimelineEntry | None:
         return self._open[-1][1] if self._open else None
 
+    @property
+    def current_step(self) -> _Open | None:
+        """The newest open step of the phase in progress."""
+        steps = self._steps.get(self._open[-1][0].id) if self._open else None
+        return steps[-1] if steps else None
+
+    @property
+    def last_step(self) -> PhaseRule | None:
+        """The last step completed inside the phase in progress."""
+        return self._last_step.get(self._open[-1][0].id) if self._open else None
+
     def is_open(self, phase_id: str) -> bool:
         return any(r.id == phase_id for r, _ in self._open)
 
+    def repeats_only(self, starts: tuple[PhaseRule, ...]) -> bool:
+        """Would these STARTs change nothing? (Each of an open phase, none of which has a
+        step that a repeat of its START would end.)"""
+        return all(self.is_open(r.id) and not any(s.done is None for s, _ in
+                                                  self._steps.get(r.id, ()))
+                   for r in starts)
+
     def start(self, rule: PhaseRule, where: Where) -> list[PhaseEvent]:
         if self.is_open(rule.id):
-            return []  # every rank prints the same START; the first one counts
-        events = [self._close(r, e, where) for r, e in list(self._open) if r.done is None]
-        entry = TimelineEntry(rule.id, rule.title, where.source, where.line, where.wall,
-                              where.stamp)
+            # every rank prints the same START; the first one counts, but a phase that
+            # starts again has moved past the steps it had without an end of their own
+            return self._close_steps(rule.id, where, lambda s: s.done is None)
+        events = [event for r, entry in list(self._open) if r.done is None
+                  for event in self._close(r, entry, where)]
+        entry = self._entry(rule, where)
         self._open.append((rule, entry))
-        self._append(entry)
         events.append(self._event(rule, "started", where))
+        return events
+
+    def start_step(self, rule: PhaseRule, parent: PhaseRule, where: Where) -> list[PhaseEvent]:
+        """`rule` begins inside `parent`, which starts too when it was not open."""
+        events = [] if self.is_open(parent.id) else self.start(parent, where)
+        steps = self._steps.setdefault(parent.id, [])
+        if any(r.id == rule.id for r, _ in steps):
+            return events
+        events += self._close_steps(parent.id, where, lambda s: s.done is None)
+        entry = self._entry(rule, where, parent.id)
+        steps.append((rule, entry))
+        events.append(self._event(rule, "started", where, parent.id))
         return events
 
     def done(self, rule: PhaseRule, where: Where) -> list[PhaseEvent]:
         for r, e in self._open:
             if r.id == rule.id:
-                return [self._close(r, e, where)]
+                return self._close(r, e, where)
+        for phase_id, steps in self._steps.items():
+            if any(r.id == rule.id for r, _ in steps):
+                return self._close_steps(phase_id, where, lambda s: s.id == rule.id)
         if self.timeline and self.timeline[-1].phase == rule.id:
             return []  # the other ranks' DONE lines for a phase already closed
+        if rule.parent is not None:
+            return []  # a step's end outside its phase says nothing of the pipeline
         # A DONE whose START was never seen (attached late, or the START line was lost).
-        entry = TimelineEntry(rule.id, rule.title, where.source, where.line, where.wall,
-                              where.stamp)
-        self._append(entry)
-        return [self._close(rule, entry, where)]
+        entry = self._entry(rule, where)
+        self._open.append((rule, entry))
+        return self._close(rule, entry, where)
 
     def finish_all(self, where: Where) -> list[PhaseEvent]:
         """The job said it ended cleanly: whatever was open is complete."""
-        return [self._close(r, e, where) for r, e in list(self._open)]
+        return [e for r, entry in list(self._open) for e in self._close(r, entry, where)]
 
-    def _close(self, rule: PhaseRule, entry: TimelineEntry, where: Where) -> PhaseEvent:
+    def _close(self, rule: PhaseRule, entry: TimelineEntry, where: Where) -> list[PhaseEvent]:
+        events = self._close_steps(rule.id, where, lambda _: True)
+        self._steps.pop(rule.id, None)
+        self._last_step.pop(rule.id, None)
         self._open = [(r, e) for r, e in self._open if e is not entry]
+        self._end(entry, where)
+        self.last_completed = rule
+        events.append(self._event(rule, "completed", where))
+        return events
+
+    def _close_steps(self, phase_id: str, where: Where,
+                     which: Callable[[PhaseRule], bool]) -> list[PhaseEvent]:
+        steps = self._steps.get(phase_id, [])
+        events: list[PhaseEvent] = []
+        for rule, entry in [s for s in steps if which(s[0])]:
+            steps.remove((rule, entry))
+            self._end(entry, where)
+            self._last_step[phase_id] = rule
+            events.append(self._event(rule, "completed", where, phase_id))
+        return events
+
+    def _end(self, entry: TimelineEntry, where: Where) -> None:
         entry.state = "completed"
         entry.end_line = where.line
         entry.ended_wall = where.wall
         entry.ended_stamp = where.stamp
-        self.last_completed = rule
-        return self._event(rule, "completed", where)
 
-    def _append(self, entry: TimelineEntry) -> None:
+    def _entry(self, rule: PhaseRule, where: Where, parent: str | None = None) -> TimelineEntry:
+        entry = TimelineEntry(rule.id, rule.title, where.source, where.line, where.wall,
+                              where.stamp, parent=parent,
+                              text=where.text.strip()[:MARKER_CHARS])
         self.timeline.append(entry)
         if len(self.timeline) > TIMELINE_LIMIT:
             del self.timeline[0]
             self.dropped += 1
+        return entry
 
     @staticmethod
-    def _event(rule: PhaseRule, state: Literal["started", "completed"], where: Where) -> PhaseEvent:
+    def _event(rule: PhaseRule, state: Literal["started", "completed"], where: Where,
+               parent: str | None = None) -> PhaseEvent:
         return PhaseEvent(rule.id, rule.title, state, where.source, where.line, where.wall,
-                          where.stamp)
+                          where.stamp, parent)

@@ -323,8 +323,11 @@ class Prefilter:
         entries = [e for e in self._entries if mask >> e.pid & 1]
         search = tuple(e for e in entries if e.kind == "progress" or not (strict and e.exact))
         known = tuple((e, None) for e in entries if e not in search)
-        plan = _Plan(known, search, _line_match(list(known)),
-                     all(e.kind == "progress" for e in search), _deferrable(entries))
+        # A progress hit beside generic ones decides which of them count: the full path.
+        progress_only = all(e.kind == "progress" for e in search) and not any(
+            e.rule.origin.generic for e in entries)
+        plan = _Plan(known, search, _line_match(list(known)), progress_only,
+                     _deferrable(entries))
         self._plans[(mask, strict)] = plan
         return plan
 
@@ -394,6 +397,9 @@ def _line_match(hits: list[_Hit]) -> LineMatch | None:
     noise rules hit."""
     if not hits:
         return None
+    if any(e.rule.origin.generic for e, _ in hits) and not all(
+            e.rule.origin.generic for e, _ in hits):
+        hits = [hit for hit in hits if not hit[0].rule.origin.generic]  # rules.prefer_packs
     found: dict[str, list[Any]] = {}
     for entry, match in hits:
         found.setdefault(entry.kind, []).append(

@@ -93,7 +93,7 @@ class RuleSet:
         finish = next((c.rule for c in self._finish if self._search(c.pattern, text)), None)
         if not (starts or dones or signals or noise or progress or finish):
             return None
-        return LineMatch(starts, dones, signals, noise, progress, finish)
+        return prefer_packs(LineMatch(starts, dones, signals, noise, progress, finish))
 
     def _search(self, pattern: regex.Pattern[str], text: str) -> regex.Match[str] | None:
         try:
@@ -101,6 +101,49 @@ class RuleSet:
         except TimeoutError:
             self.timeouts += 1
             return None
+
+
+def _hits(match: LineMatch) -> tuple[Any, ...]:
+    return (*match.phase_starts, *match.phase_dones, *match.signals,
+            *(r for r, _ in match.progress),
+            *(r for r in (match.noise, match.finish) if r is not None))
+
+
+def prefer_packs(match: LineMatch) -> LineMatch:
+    """A line a pack knows is the pack's: generic-layer hits count only on lines no pack
+    rule hits (a pack's phase wins over a generic one, its noise silences generic words)."""
+    hits = _hits(match)
+    if all(r.origin.generic for r in hits) or not any(r.origin.generic for r in hits):
+        return match
+    return LineMatch(
+        tuple(r for r in match.phase_starts if not r.origin.generic),
+        tuple(r for r in match.phase_dones if not r.origin.generic),
+        tuple(r for r in match.signals if not r.origin.generic),
+        match.noise if match.noise is not None and not match.noise.origin.generic else None,
+        tuple(hit for hit in match.progress if not hit[0].origin.generic),
+        match.finish if match.finish is not None and not match.finish.origin.generic
+        else None,
+    )
+
+
+def is_generic_only(match: LineMatch) -> bool:
+    """Every hit of the line is the generic layer's (after `prefer_packs`)."""
+    hits = _hits(match)
+    return bool(hits) and all(r.origin.generic for r in hits)
+
+
+def _check_parents(phases: Sequence[PhaseRule]) -> Iterator[ConfigError]:
+    by_id = {p.id: p for p in phases}
+    for phase in phases:
+        if phase.parent is None:
+            continue
+        parent = by_id.get(phase.parent)
+        problem = ("names no phase" if parent is None
+                   else "is itself a step" if parent.parent is not None else None)
+        if problem:
+            yield ConfigError(f"`parent: {phase.parent}` {problem} (a step's parent is a "
+                              f"pipeline phase)", file=phase.origin.file,
+                              line=phase.origin.line, rule=phase.id)
 
 
 def _merge(packs: Sequence[RulePack]) -> dict[str, list[Any]]:
@@ -133,6 +176,7 @@ def _merge(packs: Sequence[RulePack]) -> dict[str, list[Any]]:
                     continue
                 merged[kind][index] = rule
                 owner[rule.id] = (kind, index, rule)
+    errors.extend(_check_parents(merged["phases"]))
     if errors:
         raise ConfigErrors(errors)
     return merged

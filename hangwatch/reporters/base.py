@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from hangwatch.core.durations import format_duration
 from hangwatch.core.events import Advice, Event, Incident, Notice
 
 
@@ -41,3 +42,23 @@ def advice_groups(advice: Sequence[Advice]) -> list[tuple[str, list[str]]]:
         else:
             groups.append((item.because, [item.text]))
     return groups
+
+
+def where_text(data: Mapping[str, Any]) -> str:
+    """`Phase title [id]`, with the step in progress and the last step completed inside it:
+    from a stall (as a dict) or the engine's state."""
+    phase = data.get("phase")
+    if not phase:
+        return "no phase in progress"
+    text = f"{data.get('phase_title') or phase} [{phase}]"
+    if data.get("step"):
+        text += f", step: {data.get('step_title') or data['step']} [{data['step']}]"
+    if data.get("last_step"):
+        text += f", after step {data['last_step']}"
+    return text
+
+
+def wait_lines(waits: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The lines that kept repeating instead of progress, most frequent first."""
+    return [f"`{w['template']}` repeated {w['count']} times in "
+            f"{format_duration(w['span_s'])} ({w['why']})" for w in waits]

@@ -91,11 +91,16 @@ class ConsoleReporter:
             elapsed = f" for {format_duration(self.now() - since)}" if since else ""
             phase = f"{state['phase_title']} [{state['phase']}]{elapsed}"
         grid.add_row("phase", escape(phase))
+        if state.get("step"):
+            step = state.get("step_title") or state["step"]
+            after = f" (after {state['last_step']})" if state.get("last_step") else ""
+            grid.add_row("step", escape(f"{step} [{state['step']}]{after}"))
         grid.add_row("last completed", escape(state.get("last_completed_title") or "none"))
         idle, limit = state["idle_s"], state["threshold_s"]
         style = "bold red" if state["stalled"] else ("yellow" if idle > limit / 2 else "green")
         label = "finished" if state["finished"] else (
-            f"{format_duration(idle)} of {format_duration(limit)}")
+            f"{format_duration(idle)} of {format_duration(limit)} "
+            f"({state.get('threshold_from', 'default')})")
         grid.add_row("since progress", Text(label, style=style))
         grid.add_row("lines", str(sum(state["lines"].values())))
         if view.collecting:

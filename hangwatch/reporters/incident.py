@@ -26,6 +26,7 @@ from hangwatch.core.durations import format_duration
 from hangwatch.core.events import Advice, StallEvent
 from hangwatch.core.evidence import process_label
 from hangwatch.files import write_atomic
+from hangwatch.reporters.base import wait_lines, where_text
 from hangwatch.snapshot import (
     GPU_COLUMNS,
     PROCESS_COLUMNS,
@@ -101,13 +102,14 @@ def render_stacks(processes: Sequence[dict[str, Any]]) -> str:
 
 def render_markdown(report: dict[str, Any], tail: Sequence[str], snapshot_taken: bool) -> str:
     stall = report["stall"]
-    phase = stall.get("phase")
-    where = f"{stall.get('phase_title') or phase} (`{phase}`)" if phase else "no known phase"
-    out = [f"# Stall: {where}", ""]
+    out = [f"# Stall: {where_text(stall)}", ""]
     out += [f"- **No progress for:** {format_duration(stall['idle_s'])} "
-            f"(threshold {format_duration(stall['threshold_s'])})",
+            f"(threshold {format_duration(stall['threshold_s'])}, "
+            f"{stall.get('threshold_from') or 'default'})",
             f"- **Detected:** {_utc(stall['wall'])}",
             f"- **Last completed phase:** {stall.get('last_completed') or 'none'}",
+            *([f"- **Named by:** `{stall['marker']}`"] if stall.get("marker") else []),
+            *(f"- **Repeating:** {line}" for line in wait_lines(stall.get("waits") or [])),
             f"- **Sources:** {', '.join(f'`{s}`' for s in report['sources']) or 'none'}", ""]
     out += _section("Key findings", [f"- {line}" for line in report["key_findings"]]
                     or ["- (snapshots disabled)" if not snapshot_taken else "- none"])

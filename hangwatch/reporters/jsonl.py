@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any, TextIO
 
@@ -22,8 +23,8 @@ def event_dict(event: Event) -> dict[str, Any] | None:
     """The JSON form of an event; a stall is written once its incident is ready."""
     if isinstance(event, PhaseEvent):
         return {"event": "phase", "phase": event.phase, "title": event.title,
-                "state": event.state, "source": event.source, "line": event.line,
-                "time": event.wall}
+                "state": event.state, "parent": event.parent, "source": event.source,
+                "line": event.line, "time": event.wall}
     if isinstance(event, SignalEvent):
         return {"event": "signal", "id": event.id, "severity": event.severity,
                 "source": event.source, "line": event.line, "text": event.text,
@@ -45,9 +46,15 @@ def incident_dict(incident: Incident) -> dict[str, Any]:
         "event": "stall",
         "phase": stall.phase,
         "phase_title": stall.phase_title,
+        "step": stall.step,
+        "step_title": stall.step_title,
+        "last_step": stall.last_step,
+        "marker": stall.marker,
         "last_completed": stall.last_completed,
         "idle_s": round(stall.idle_s, 3),
         "threshold_s": stall.threshold_s,
+        "threshold_from": stall.threshold_from,
+        "waits": [dataclasses.asdict(w) for w in stall.waits],
         "report": incident.report,
         "advice": [a.text for a in incident.advice],
         "evidence": [a.because for a in incident.advice],

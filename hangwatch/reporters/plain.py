@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from typing import TextIO
@@ -16,7 +17,7 @@ from hangwatch.core.events import (
     RecoveredEvent,
     SignalEvent,
 )
-from hangwatch.reporters.base import View, advice_groups
+from hangwatch.reporters.base import View, advice_groups, wait_lines, where_text
 
 
 def describe(event: Event) -> str:
@@ -37,13 +38,16 @@ def describe(event: Event) -> str:
 
 def describe_incident(incident: Incident) -> list[str]:
     stall = incident.stall
-    phase = f"{stall.phase} ({stall.phase_title})" if stall.phase else "no phase in progress"
+    data = dataclasses.asdict(stall)
     lines = [
         f"STALL: no progress for {format_duration(stall.idle_s)} "
-        f"(threshold {format_duration(stall.threshold_s)})",
-        f"  phase in progress: {phase}",
+        f"(threshold {format_duration(stall.threshold_s)}, {stall.threshold_from})",
+        f"  phase in progress: {where_text(data)}",
         f"  last completed:    {stall.last_completed or 'none'}",
     ]
+    if stall.marker:
+        lines.append(f"  named by:          {stall.marker}")
+    lines += [f"  repeating:         {line}" for line in wait_lines(data["waits"])[:3]]
     if incident.report:
         lines.append(f"  report:            {incident.report}")
     lines += [f"  finding: {f}" for f in incident.findings]

@@ -77,3 +77,36 @@ def test_human_output_names_verdict_phase_and_advice(tmp_path: Path):
 def test_missing_log_is_a_usage_error(tmp_path: Path):
     status, text = check(str(tmp_path / "nope.log"))
     assert status == 2 and "no such log file" in text
+
+
+def test_a_given_stall_outranks_a_phase_stall_after_and_check_says_so(tmp_path: Path):
+    log = write_log(tmp_path / "a.log", ["Generating train split: 0 examples [00:00, ?]"],
+                    age_s=300)
+    status, text = check(str(log), "--json")
+    data = json.loads(text)
+    assert (status, data["threshold_s"], data["threshold_from"]) == (
+        0, 1200.0, "stall_after of data_load in hf-datasets")
+    status, text = check(str(log), "--json", "--stall", "3m")
+    data = json.loads(text)
+    assert (status, data["threshold_s"], data["threshold_from"]) == (3, 180.0, "--stall")
+    status, text = check(str(log), "--phase-stall", "data_load=2m")
+    assert status == 3 and "threshold 2m00s, --phase-stall data_load" in text
+
+
+def test_phase_stall_naming_no_phase_is_a_usage_error(tmp_path: Path):
+    log = write_log(tmp_path / "a.log", ["x"])
+    status, text = check(str(log), "--phase-stall", "no_such_phase=2m")
+    assert status == 2 and "no phase or step named no_such_phase" in text
+    assert check(str(log), "--phase-stall", "2m")[0] == 2  # argparse: not PHASE=DURATION
+
+
+def test_check_names_the_step_in_progress_and_the_line_that_chose_it(tmp_path: Path):
+    lines = [*GKD, "2026-01-11 10:09:32,500 [SYNC] Syncing actor weights...",
+             "2026-01-11 10:09:33,000 [SYNC] ✓ Actor sync done in 0.3s",
+             "2026-01-11 10:09:33,100 [SYNC] Waiting for rollout weights (timeout=30s)..."]
+    status, text = check(str(write_log(tmp_path / "a.log", lines, age_s=3600)))
+    assert status == 3
+    assert ("phase open:     Weight sync (NCCL) [weight_sync], step: Waiting for rollout "
+            "weights [sync_rollout_weights], after step sync_actor_weights") in text
+    assert "last completed: rollout_init" in text
+    assert "named by:       " in text and "Waiting for rollout weights (timeout=30s)" in text

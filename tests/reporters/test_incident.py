@@ -100,8 +100,8 @@ def test_report_json_has_the_agreed_shape(tmp_path):
 
 def test_report_md_tells_the_story(tmp_path):
     md = (write(tmp_path) / "report.md").read_text()
-    assert md.startswith("# Stall: Weight sync (`weight_sync`)\n")
-    assert "- **No progress for:** 12m03s (threshold 10m00s)" in md
+    assert md.startswith("# Stall: Weight sync [weight_sync]\n")
+    assert "- **No progress for:** 12m03s (threshold 10m00s, default)" in md
     assert "- **Last completed phase:** Rollout init" in md
     assert "| phase | state | started (UTC) | took | where |" in md
     assert ("| Rollout init (`rollout_init`) | completed | 2025-12-31 23:45:00Z | 2m00s | "
@@ -132,7 +132,7 @@ def test_without_a_snapshot_the_report_says_so(tmp_path):
     report = json.loads((folder / "report.json").read_text())
     assert (report["gpus"], report["processes"], report["system"]) == ([], [], {})
     md = (folder / "report.md").read_text()
-    assert md.startswith("# Stall: no known phase\n")
+    assert md.startswith("# Stall: no phase in progress\n")
     assert "- (snapshots disabled)" in md and "## Processes" not in md
 
 

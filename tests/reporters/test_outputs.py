@@ -28,7 +28,8 @@ def test_json_lines_carry_the_documented_keys():
     reporter.notice(Notice("t.log", "truncated", "t.log: file truncated"))
     phase, signal, stall, notice = (json.loads(x) for x in out.getvalue().splitlines())
     assert phase == {"event": "phase", "phase": "weight_sync", "title": "Weight sync",
-                     "state": "started", "source": "t.log", "line": 6, "time": 1.0}
+                     "state": "started", "parent": None, "source": "t.log", "line": 6,
+                     "time": 1.0}
     assert (signal["event"], signal["id"], signal["severity"], signal["line"]) == (
         "signal", "nccl_timeout", "error", 7)
     assert stall["event"] == "stall" and stall["phase"] == "weight_sync"
@@ -45,7 +46,7 @@ def test_plain_incident_says_each_reason_once_after_its_advice():
     PlainReporter(out, now=lambda: 0.0).incident(INCIDENT)
     text = out.getvalue()
     assert text.count("because: phase weight_sync in progress") == 1
-    assert "phase in progress: weight_sync (Weight sync (NCCL))" in text
+    assert "phase in progress: Weight sync (NCCL) [weight_sync]" in text
     assert "last completed:    rollout_init" in text
     assert "finding: pid 7 (python): all_reduce (train.py:3)" in text
     lines = [line.split(" ", 1)[1] for line in text.splitlines()]

@@ -1,0 +1,171 @@
+"""Steps inside phases, the generic layer under the packs, and thresholds that say where
+they come from."""
+
+from __future__ import annotations
+
+import pytest
+
+from hangwatch.config import load_pack_text, load_rule_set
+from hangwatch.core.clock import FakeClock
+from hangwatch.core.engine import Engine
+from hangwatch.core.events import PhaseEvent, StallEvent
+from hangwatch.core.rules import RuleSet
+from hangwatch.errors import ConfigErrors
+
+PACK = r"""
+pack: t
+phases:
+  - id: rollout_init
+    start: 'ROLLOUT init START'
+    done: 'ROLLOUT init DONE'
+  - id: weight_sync
+    title: Weight sync
+    start: '\[SYNC\] Starting'
+    done: '\[SYNC\] completed'
+    stall_after: 20m
+    advice: ["sync advice"]
+  - id: sync_actor
+    title: Actor side
+    parent: weight_sync
+    start: '\[SYNC\] Syncing actor'
+    done: 'Actor sync done'
+  - id: sync_wait
+    title: Waiting for rollout weights
+    parent: weight_sync
+    start: '\[SYNC\] Waiting for rollout weights'
+    advice: ["the rollout side never joined"]
+  - id: loop
+    start: 'step \d+ loss'
+"""
+
+GENERIC = r"""
+pack: words
+layer: generic
+phases:
+  - id: checkpoint_save
+    title: Saving a checkpoint
+    start: '(?i)\bsaving checkpoint'
+    advice: ["check the disk"]
+  - id: evaluation
+    start: '(?i)\bevaluating\b'
+    advice: ["eval"]
+signals:
+  - id: timeout
+    match: '(?i)timed out'
+    advice: ["find the peer"]
+"""
+
+
+def engine(stall: float = 600.0, **kwargs) -> tuple[Engine, FakeClock]:
+    clock = FakeClock()
+    rules = RuleSet([load_pack_text(GENERIC, "g.yaml"), load_pack_text(PACK, "t.yaml")])
+    return Engine(rules, default_stall=stall, clock=clock, **kwargs), clock
+
+
+def feed(e: Engine, *lines: str) -> list:
+    events = []
+    for line in lines:
+        events += e.feed_line("log", line)
+    return events
+
+
+SYNC = ["ROLLOUT init START", "ROLLOUT init DONE", "[SYNC] Starting weight synchronization",
+        "[SYNC] Syncing actor weights...", "[SYNC] ✓ Actor sync done in 0.3s",
+        "[SYNC] Waiting for rollout weights (timeout=30s)..."]
+
+
+def test_a_step_marker_inside_a_phase_leaves_the_phase_open():
+    e, clock = engine()
+    feed(e, *SYNC)
+    state = e.state()
+    assert (state["phase"], state["step"], state["last_step"], state["last_completed"]) == (
+        "weight_sync", "sync_wait", "sync_actor", "rollout_init")
+    clock.advance(20 * 60)
+    [stall] = e.tick()
+    assert (stall.phase, stall.step, stall.last_step, stall.last_completed) == (
+        "weight_sync", "sync_wait", "sync_actor", "rollout_init")
+    assert stall.advice[0].text == "the rollout side never joined"
+    assert stall.marker == "log:6: [SYNC] Waiting for rollout weights (timeout=30s)..."
+
+
+def test_steps_are_in_the_timeline_under_their_phase_and_end_with_it():
+    e, _ = engine()
+    events = feed(e, *SYNC, "[SYNC] completed")
+    ends = [(ev.phase, ev.parent) for ev in events
+            if isinstance(ev, PhaseEvent) and ev.state == "completed"]
+    assert ends[-2:] == [("sync_wait", "weight_sync"), ("weight_sync", None)]
+    assert [(t["phase"], t["parent"]) for t in e.timeline()][1:] == [
+        ("weight_sync", None), ("sync_actor", "weight_sync"), ("sync_wait", "weight_sync")]
+
+
+def test_a_step_seen_without_its_phase_opens_the_phase():
+    e, _ = engine()
+    feed(e, "[SYNC] Waiting for rollout weights")
+    assert (e.state()["phase"], e.state()["step"]) == ("weight_sync", "sync_wait")
+
+
+def test_a_step_naming_an_unknown_parent_is_a_config_error():
+    bad = "pack: b\nphases:\n  - id: s\n    parent: nowhere\n    start: x\n"
+    with pytest.raises(ConfigErrors) as caught:
+        RuleSet([load_pack_text(bad, "b.yaml")])
+    assert "b.yaml:3: rule s: `parent: nowhere` names no phase" in str(caught.value)
+
+
+def test_generic_phase_inside_a_pack_phase_is_a_step_until_the_loop_moves_on():
+    e, _ = engine()
+    feed(e, "step 1 loss 2.0", "Saving checkpoint to /ckpt/step-1")
+    assert (e.state()["phase"], e.state()["step"]) == ("loop", "generic:checkpoint_save")
+    feed(e, "step 2 loss 1.9")
+    assert (e.state()["phase"], e.state()["step"], e.state()["last_step"]) == (
+        "loop", None, "generic:checkpoint_save")
+
+
+def test_generic_phase_with_no_pack_phase_open_is_the_phase():
+    e, _ = engine()
+    feed(e, "Evaluating on the validation set", "Saving checkpoint shard 3/8")
+    assert (e.state()["phase"], e.state()["last_completed"]) == (
+        "generic:checkpoint_save", "generic:evaluation")
+
+
+def test_a_pack_rule_on_the_same_line_outranks_the_generic_layer():
+    rules = RuleSet([load_pack_text(GENERIC, "g.yaml"), load_pack_text(
+        "pack: p\nsignals:\n  - id: mine\n    match: 'NCCL timed out'\n    advice: [x]\n"
+        "noise:\n  - id: spew\n    match: 'DEBUG'\n", "p.yaml")])
+    match = rules.match("rank 3: NCCL timed out")
+    assert match is not None and [s.id for s in match.signals] == ["mine"]
+    generic = rules.match("request timed out")
+    assert generic is not None and [s.id for s in generic.signals] == ["generic:timeout"]
+    quiet = rules.match("DEBUG saving checkpoint meta")
+    assert quiet is not None and quiet.phase_starts == () and quiet.noise is not None
+
+
+def test_a_generic_line_repeating_is_judged_by_the_wait_loop_detector():
+    e, clock = engine(stall=60.0)
+    feed(e, "Evaluating on the validation set")
+    for _ in range(5):
+        clock.advance(20)
+        assert feed(e, "Evaluating on the validation set") == []
+    [stall] = e.tick()
+    assert isinstance(stall, StallEvent) and stall.waits[0].count == 4
+
+
+def test_generic_ids_are_namespaced_and_the_layer_may_not_hold_noise():
+    rules = load_rule_set()
+    assert rules.phase("generic:checkpoint_save") is not None
+    with pytest.raises(ConfigErrors) as caught:
+        load_pack_text("pack: g\nlayer: generic\nnoise:\n  - id: n\n    match: x\n", "g.yaml")
+    assert "`noise` belongs in a pack" in str(caught.value)
+
+
+def test_threshold_precedence_phase_stall_then_given_stall_then_stall_after():
+    e, _ = engine(stall=180.0)
+    feed(e, "[SYNC] Starting weight synchronization")
+    assert e.threshold_from() == (20 * 60, "stall_after of weight_sync in t")
+    given, _ = engine(stall=180.0, stall_given=True)
+    feed(given, "[SYNC] Starting weight synchronization")
+    assert given.threshold_from() == (180.0, "--stall")
+    per_phase, _ = engine(stall=180.0, stall_given=True, phase_stall={"sync_wait": 30.0})
+    feed(per_phase, "[SYNC] Starting weight synchronization")
+    assert per_phase.threshold_from() == (180.0, "--stall")
+    feed(per_phase, "[SYNC] Waiting for rollout weights")
+    assert per_phase.threshold_from() == (30.0, "--phase-stall sync_wait")
