@@ -23,8 +23,8 @@ from tests.corpus.harness import (
 )
 
 # Measured on this branch, rounded down to the percent. Raise them when the figures rise.
-PACKS_ON_FLOOR = 0.0
-LEAVE_ONE_OUT_FLOOR = 0.0
+PACKS_ON_FLOOR = 67.0
+LEAVE_ONE_OUT_FLOOR = 29.0
 
 
 @functools.cache
