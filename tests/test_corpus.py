@@ -8,10 +8,14 @@ from typing import Any
 
 import pytest
 
+from hangwatch.commands.check import read_log
+from hangwatch.commands.watch import make_engine
 from tests.corpus.harness import (
+    STALL_S,
     Entry,
     Tally,
     builtin_packs,
+    engine_for,
     extenders,
     judge,
     load_index,
@@ -89,6 +93,19 @@ def test_leaving_a_pack_out_drops_every_pack_that_extends_it_and_nothing_else():
     assert not {"python", "ray", "hf-datasets", "jax-distributed"} & dropped
     kept = {p.name for p in rule_set("torch-distributed").packs}
     assert kept == {p.name for p in packs} - dropped
+
+
+def test_the_harness_reads_an_excerpt_as_the_check_command_does():
+    for entry in load_index()[::10]:
+        ours = engine_for(rule_set())
+        checks = make_engine(rule_set(), STALL_S)
+        read_log(ours, entry.path)
+        read_log(checks, entry.path)
+        assert _comparable(ours.state()) == _comparable(checks.state()), entry.file
+
+
+def _comparable(state: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in state.items() if k not in ("idle_s", "phase_since_wall", "timeline")}
 
 
 def test_an_excerpt_that_its_own_pack_explains_is_wrong_without_that_pack():

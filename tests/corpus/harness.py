@@ -1,12 +1,12 @@
-"""Judge hangwatch on real hang logs pasted into public issue trackers.
+"""Judge hangwatch on real hang logs pasted into public issue threads.
 
 `index.yaml` lists each excerpt with its source thread, the framework that printed it, the
 built-in pack for that framework (or null) and what the thread says hung: the phases and
 signals any one of which counts as a right answer, or `healthy`. Each excerpt is read the way
-`hangwatch check` reads a log (`make_engine`, `read_log`, `result`), once with every built-in
-pack and once with the framework's own pack left out (that pack and every pack extending it),
-which measures what the rest, the generic layer included, make of a framework nobody wrote a
-pack for.
+`hangwatch check` reads a log (the engine `make_engine` builds, `read_log`, `result`), once
+with every built-in pack and once with the framework's own pack left out (that pack and every
+pack extending it), which measures what the rest, the generic layer included, make of a
+framework nobody wrote a pack for.
 """
 
 from __future__ import annotations
@@ -20,16 +20,21 @@ from typing import Any
 import yaml
 
 from hangwatch.commands.check import read_log, result
-from hangwatch.commands.watch import make_engine
 from hangwatch.config import load_builtin_packs
+from hangwatch.core.clock import SystemClock
+from hangwatch.core.engine import Engine
 from hangwatch.core.model import RulePack
+from hangwatch.core.prefilter import Prefilter, build_prefilter
 from hangwatch.core.rules import RuleSet
+from hangwatch.prefilter_cache import default_store
 
 CORPUS = Path(__file__).resolve().parent
 INDEX = CORPUS / "index.yaml"
 
 # The generic layer's ids: the contract between this corpus and rules/generic.yaml. An
 # expectation may name them whether or not that pack is loaded.
+GENERIC_PACK = "generic"
+GENERIC_PREFIX = "generic:"
 GENERIC_PHASES = frozenset(f"generic:{p}" for p in (
     "data_load", "model_load", "build", "distributed_init", "resource_wait", "train_loop",
     "evaluation", "checkpoint_save", "shutdown"))
@@ -134,6 +139,17 @@ def rule_set(left_out: str | None = None) -> RuleSet:
     return RuleSet([p for p in packs if p.name not in dropped])
 
 
+@functools.cache
+def _prefilter(rules: RuleSet) -> Prefilter | None:
+    return build_prefilter(rules, default_store())
+
+
+def engine_for(rules: RuleSet) -> Engine:
+    """The engine `make_engine` builds for `hangwatch check`, its prefilter built once per
+    rule set rather than once per excerpt."""
+    return Engine(rules, default_stall=STALL_S, clock=SystemClock(), prefilter=_prefilter(rules))
+
+
 def known_ids() -> tuple[set[str], set[str]]:
     """Phase ids and signal ids an expectation may name."""
     rules = rule_set()
@@ -167,14 +183,25 @@ def problems(raw: dict[str, Any]) -> list[str]:
     return out
 
 
+def qualified(rule_id: str | None, rules: RuleSet) -> str | None:
+    """The id as an expectation names it: `generic:<id>` for a rule of the generic pack,
+    however the engine spells it."""
+    if rule_id is None or rule_id.startswith(GENERIC_PREFIX):
+        return rule_id
+    rule = rules.phase(rule_id) or next((s for s in rules.signals if s.id == rule_id), None)
+    if rule is not None and rule.origin.pack == GENERIC_PACK:
+        return GENERIC_PREFIX + rule_id
+    return rule_id
+
+
 def judge(entry: Entry, rules: RuleSet) -> Outcome:
     """Read the excerpt as `hangwatch check` does, its last line just written."""
-    engine = make_engine(rules, STALL_S)
+    engine = engine_for(rules)
     read_log(engine, entry.path)
     state = engine.state()
     data = result(engine, quiet_s=0.0)
-    phase, step = state["phase"], state.get("step")
-    signals = tuple(s["id"] for s in state["signals"])
+    phase, step = qualified(state["phase"], rules), qualified(state.get("step"), rules)
+    signals = tuple(qualified(s["id"], rules) or s["id"] for s in state["signals"])
     if entry.healthy:
         errors = any(s["severity"] == "error" for s in state["signals"])
         right = data["verdict"] != "stalled" and not errors
