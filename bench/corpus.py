@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.corpus.harness import Tally, load_index, measure, percent
+from tests.corpus.harness import NO_PACK, Tally, load_index, measure, percent
 
 
 def row(name: str, t: Tally) -> str:
@@ -42,8 +42,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print("| framework | hangs | right, packs on | right, own pack left out | healthy right |")
     print("|---|---|---|---|---|")
-    for name in sorted(n for n in tallies if n != "all"):
+    for name in sorted(n for n in tallies if n not in ("all", NO_PACK)):
         print(row(name, tallies[name]))
+    if NO_PACK in tallies:
+        print(row(NO_PACK, tallies[NO_PACK]))
     print(row("**all**", tallies["all"]))
     wrong = tallies["all"].wrong
     if wrong:

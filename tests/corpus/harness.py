@@ -43,6 +43,7 @@ GENERIC_SIGNALS = frozenset(f"generic:{s}" for s in (
     "missing_peer"))
 ENTRY_KEYS = {"file", "source", "framework", "pack", "expect", "note"}
 STALL_S = 600.0
+NO_PACK = "(frameworks without a pack)"
 
 
 @dataclass(frozen=True)
@@ -212,22 +213,23 @@ def judge(entry: Entry, rules: RuleSet) -> Outcome:
 
 
 def measure(entries: Iterable[Entry]) -> dict[str, Tally]:
-    """Per framework and overall ("all"): hangs right with packs on and left out, and
-    healthy excerpts right."""
+    """Per framework, for the frameworks without a pack together (NO_PACK) and overall
+    ("all"): hangs right with packs on and left out, and healthy excerpts right."""
     tallies: dict[str, Tally] = {}
     for entry in entries:
-        for key in (entry.framework, "all"):
+        keys = (entry.framework, "all") + ((NO_PACK,) if entry.pack is None else ())
+        for key in keys:
             tallies.setdefault(key, Tally())
         on = judge(entry, rule_set())
         if entry.healthy:
-            for key in (entry.framework, "all"):
+            for key in keys:
                 tallies[key].healthy += 1
                 tallies[key].healthy_right += on.right
                 if not on.right:
                     tallies[key].wrong.append(("healthy", on))
             continue
         out = judge(entry, rule_set(entry.pack)) if entry.pack else on
-        for key in (entry.framework, "all"):
+        for key in keys:
             tally = tallies[key]
             tally.n += 1
             tally.packs_on += on.right
