@@ -18,7 +18,7 @@ from hangwatch.reporters.base import Reporter
 LIVE_REFRESH_S = 1.0
 
 
-def make_engine(rules: RuleSet, stall: float, *, stall_given: bool = True,
+def make_engine(rules: RuleSet, stall: float, *, stall_given: bool = False,
                 phase_stall: dict[str, float] | None = None) -> Engine:
     """The engine every command uses: with the multi-pattern prefilter when it can be built
     (hyperscan installed, patterns it can follow), else matching line by line. Its compiled

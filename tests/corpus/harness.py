@@ -1,0 +1,243 @@
+"""Judge hangwatch on real hang logs pasted into public issue threads.
+
+`index.yaml` lists each excerpt with its source thread, the framework that printed it, the
+built-in pack for that framework (or null) and what the thread says hung: the phases and
+signals any one of which counts as a right answer, or `healthy`. Each excerpt is read the way
+`hangwatch check` reads a log (the engine `make_engine` builds, `read_log`, `result`), once
+with every built-in pack and once with the framework's own pack left out (that pack and every
+pack extending it), which measures what the rest, the generic layer included, make of a
+framework nobody wrote a pack for.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hangwatch.commands.check import read_log, result
+from hangwatch.config import load_builtin_packs
+from hangwatch.core.clock import SystemClock
+from hangwatch.core.engine import Engine
+from hangwatch.core.model import RulePack
+from hangwatch.core.prefilter import Prefilter, build_prefilter
+from hangwatch.core.rules import RuleSet
+from hangwatch.prefilter_cache import default_store
+
+CORPUS = Path(__file__).resolve().parent
+INDEX = CORPUS / "index.yaml"
+
+# The generic layer's ids: the contract between this corpus and rules/generic.yaml. An
+# expectation may name them whether or not that pack is loaded.
+GENERIC_PACK = "generic"
+GENERIC_PREFIX = "generic:"
+GENERIC_PHASES = frozenset(f"generic:{p}" for p in (
+    "data_load", "model_load", "build", "distributed_init", "resource_wait", "train_loop",
+    "evaluation", "checkpoint_save", "shutdown"))
+GENERIC_SIGNALS = frozenset(f"generic:{s}" for s in (
+    "stall_warning", "timeout", "watchdog", "oom", "connection_error", "address_in_use",
+    "missing_peer"))
+ENTRY_KEYS = {"file", "source", "framework", "pack", "expect", "note"}
+STALL_S = 600.0
+NO_PACK = "(frameworks without a pack)"
+
+
+@dataclass(frozen=True)
+class Entry:
+    file: str
+    source: str
+    framework: str
+    pack: str | None
+    phases: frozenset[str] = frozenset()
+    signals: frozenset[str] = frozenset()
+    healthy: bool = False
+    note: str = ""
+
+    @property
+    def path(self) -> Path:
+        return CORPUS / self.file
+
+
+@dataclass(frozen=True)
+class Outcome:
+    entry: Entry
+    right: bool
+    phase: str | None
+    step: str | None
+    signals: tuple[str, ...]
+    verdict: str
+
+    def reported(self) -> str:
+        where = self.phase or "no phase"
+        if self.step:
+            where += f" / step {self.step}"
+        return f"{where}; signals: {', '.join(self.signals) or 'none'}; {self.verdict}"
+
+
+@dataclass
+class Tally:
+    n: int = 0
+    packs_on: int = 0
+    leave_one_out: int = 0
+    healthy: int = 0
+    healthy_right: int = 0
+    wrong: list[tuple[str, Outcome]] = field(default_factory=list)
+
+
+def _ids(value: Any) -> frozenset[str]:
+    return frozenset(str(v) for v in value or ())
+
+
+def parse_entry(raw: dict[str, Any]) -> Entry:
+    expect = raw.get("expect")
+    healthy = expect == "healthy"
+    phases = signals = frozenset[str]()
+    if isinstance(expect, dict):
+        phases, signals = _ids(expect.get("phases")), _ids(expect.get("signals"))
+    return Entry(file=str(raw.get("file", "")), source=str(raw.get("source", "")),
+                 framework=str(raw.get("framework", "")), pack=raw.get("pack"), phases=phases,
+                 signals=signals, healthy=healthy, note=str(raw.get("note", "")))
+
+
+def load_index(path: Path = INDEX) -> list[Entry]:
+    return [parse_entry(raw) for raw in raw_index(path)]
+
+
+def raw_index(path: Path = INDEX) -> list[dict[str, Any]]:
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) or []
+    if not isinstance(data, list):
+        raise ValueError(f"{path}: the index is a list of entries")
+    return data
+
+
+@functools.cache
+def builtin_packs() -> tuple[RulePack, ...]:
+    return tuple(load_builtin_packs())
+
+
+def extenders(name: str, packs: Sequence[RulePack]) -> set[str]:
+    """`name` and every pack that extends it, directly or through others."""
+    out = {name}
+    grew = True
+    while grew:
+        grew = False
+        for pack in packs:
+            if pack.name not in out and out.intersection(pack.extends):
+                out.add(pack.name)
+                grew = True
+    return out
+
+
+@functools.cache
+def rule_set(left_out: str | None = None) -> RuleSet:
+    """Every built-in pack, less `left_out` and the packs that extend it."""
+    packs = builtin_packs()
+    dropped = extenders(left_out, packs) if left_out else set()
+    return RuleSet([p for p in packs if p.name not in dropped])
+
+
+@functools.cache
+def _prefilter(rules: RuleSet) -> Prefilter | None:
+    return build_prefilter(rules, default_store())
+
+
+def engine_for(rules: RuleSet) -> Engine:
+    """The engine `make_engine` builds for `hangwatch check`, its prefilter built once per
+    rule set rather than once per excerpt."""
+    return Engine(rules, default_stall=STALL_S, clock=SystemClock(), prefilter=_prefilter(rules))
+
+
+def known_ids() -> tuple[set[str], set[str]]:
+    """Phase ids and signal ids an expectation may name."""
+    rules = rule_set()
+    return ({p.id for p in rules.phases} | GENERIC_PHASES,
+            {s.id for s in rules.signals} | GENERIC_SIGNALS)
+
+
+def problems(raw: dict[str, Any]) -> list[str]:
+    """What is wrong with one index entry, as messages naming it."""
+    name = raw.get("file", "?")
+    out = [f"{name}: unknown key {k!r}" for k in raw if k not in ENTRY_KEYS]
+    out += [f"{name}: missing {k}" for k in sorted(ENTRY_KEYS - {"note"}) if k not in raw]
+    if not (CORPUS / str(name)).is_file():
+        out.append(f"{name}: no such excerpt")
+    if not str(raw.get("source", "")).startswith("https://"):
+        out.append(f"{name}: source must be the https URL of the thread")
+    pack = raw.get("pack")
+    if pack is not None and pack not in {p.name for p in builtin_packs()}:
+        out.append(f"{name}: unknown pack {pack!r}")
+    expect = raw.get("expect")
+    if expect == "healthy":
+        return out
+    if not isinstance(expect, dict) or set(expect) - {"phases", "signals"}:
+        return [*out, f"{name}: expect is `healthy` or a mapping of phases and signals"]
+    phases, signals = known_ids()
+    entry = parse_entry(raw)
+    if not entry.phases and not entry.signals:
+        out.append(f"{name}: expects no phase and no signal")
+    out += [f"{name}: unknown phase {p!r}" for p in sorted(entry.phases - phases)]
+    out += [f"{name}: unknown signal {s!r}" for s in sorted(entry.signals - signals)]
+    return out
+
+
+def qualified(rule_id: str | None, rules: RuleSet) -> str | None:
+    """The id as an expectation names it: `generic:<id>` for a rule of the generic pack,
+    however the engine spells it."""
+    if rule_id is None or rule_id.startswith(GENERIC_PREFIX):
+        return rule_id
+    rule = rules.phase(rule_id) or next((s for s in rules.signals if s.id == rule_id), None)
+    if rule is not None and rule.origin.pack == GENERIC_PACK:
+        return GENERIC_PREFIX + rule_id
+    return rule_id
+
+
+def judge(entry: Entry, rules: RuleSet) -> Outcome:
+    """Read the excerpt as `hangwatch check` does, its last line just written."""
+    engine = engine_for(rules)
+    read_log(engine, entry.path)
+    state = engine.state()
+    data = result(engine, quiet_s=0.0)
+    phase, step = qualified(state["phase"], rules), qualified(state.get("step"), rules)
+    signals = tuple(qualified(s["id"], rules) or s["id"] for s in state["signals"])
+    if entry.healthy:
+        errors = any(s["severity"] == "error" for s in state["signals"])
+        right = data["verdict"] != "stalled" and not errors
+    else:
+        right = (phase in entry.phases or step in entry.phases
+                 or any(s in entry.signals for s in signals))
+    return Outcome(entry, right, phase, step, signals, data["verdict"])
+
+
+def measure(entries: Iterable[Entry]) -> dict[str, Tally]:
+    """Per framework, for the frameworks without a pack together (NO_PACK) and overall
+    ("all"): hangs right with packs on and left out, and healthy excerpts right."""
+    tallies: dict[str, Tally] = {}
+    for entry in entries:
+        keys = (entry.framework, "all") + ((NO_PACK,) if entry.pack is None else ())
+        for key in keys:
+            tallies.setdefault(key, Tally())
+        on = judge(entry, rule_set())
+        if entry.healthy:
+            for key in keys:
+                tallies[key].healthy += 1
+                tallies[key].healthy_right += on.right
+                if not on.right:
+                    tallies[key].wrong.append(("healthy", on))
+            continue
+        out = judge(entry, rule_set(entry.pack)) if entry.pack else on
+        for key in keys:
+            tally = tallies[key]
+            tally.n += 1
+            tally.packs_on += on.right
+            tally.leave_one_out += out.right
+            tally.wrong += [(label, o) for label, o in (("packs on", on), ("left out", out))
+                            if not o.right and (label == "packs on" or entry.pack)]
+    return tallies
+
+
+def percent(right: int, n: int) -> float:
+    return 100.0 * right / n if n else 100.0
