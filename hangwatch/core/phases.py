@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal, NamedTuple
 
 from hangwatch.core.events import PhaseEvent
@@ -36,6 +37,13 @@ class TimelineEntry:
         data = asdict(self)
         data["duration_s"] = self.duration()
         return data
+
+
+_ENTRY_FIELDS = tuple(f.name for f in fields(TimelineEntry))
+
+
+def _entry(data: dict[str, Any]) -> TimelineEntry:
+    return TimelineEntry(**{k: data[k] for k in _ENTRY_FIELDS if k in data})
 
 
 class Where(NamedTuple):
@@ -109,6 +117,41 @@ class PhaseTracker:
         if len(self.timeline) > TIMELINE_LIMIT:
             del self.timeline[0]
             self.dropped += 1
+
+    # --- kept across restarts (serve's state files) ----------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for a state file; `from_dict` gives the tracker back."""
+        index = {id(e): i for i, e in enumerate(self.timeline)}
+        return {
+            "timeline": [asdict(e) for e in self.timeline],
+            # An open phase is a timeline entry (by its index) unless it fell off the front.
+            "open": [{"phase": r.id, "index": index.get(id(e)),
+                      "entry": None if id(e) in index else asdict(e)} for r, e in self._open],
+            "dropped": self.dropped,
+            "last_completed": self.last_completed.id if self.last_completed else None,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any],
+                  phase: Callable[[str], PhaseRule | None]) -> PhaseTracker:
+        """The tracker `to_dict` described. `phase` finds a rule by id in today's rules: an
+        open phase whose rule is gone stays in the timeline but is no longer open. Raises
+        KeyError, TypeError or ValueError on data that is not what `to_dict` writes."""
+        tracker = cls()
+        tracker.timeline = [_entry(e) for e in data["timeline"]]
+        tracker.dropped = int(data["dropped"])
+        for item in data["open"]:
+            rule = phase(str(item["phase"]))
+            if item["index"] is None:
+                entry = _entry(item["entry"])
+            else:
+                entry = tracker.timeline[int(item["index"])]
+            if rule is not None:
+                tracker._open.append((rule, entry))
+        last = data["last_completed"]
+        tracker.last_completed = phase(str(last)) if last is not None else None
+        return tracker
 
     @staticmethod
     def _event(rule: PhaseRule, state: Literal["started", "completed"], where: Where) -> PhaseEvent:
