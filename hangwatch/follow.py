@@ -84,9 +84,13 @@ class _OpenFile:
     fingerprint: str = ""  # of `head`, once asked for; cleared when the head changes
 
 
-def fingerprint(head: bytes) -> str:
-    """What identifies a file's content across restarts: a digest of its first line."""
-    return hashlib.blake2b(head, digest_size=16).hexdigest()
+def fingerprint(start: bytes) -> str:
+    """What identifies a file's content across restarts: a digest of its first line, ended
+    by \n or \r as the line splitter ends it (up to HEAD_MAX bytes of it). `start` is the
+    file's beginning, holding at least that line."""
+    ends = [i for i in (start.find(b"\n", 0, HEAD_MAX), start.find(b"\r", 0, HEAD_MAX)) if i >= 0]
+    line = start[: min(ends) + 1] if ends else start[:HEAD_MAX]
+    return hashlib.blake2b(line, digest_size=16).hexdigest()
 
 
 class Follower:
@@ -347,7 +351,7 @@ class Follower:
             except OSError as e:
                 self._fail(e)
                 return
-            same = fingerprint(head) == mark.fingerprint
+            same = fingerprint(first) == mark.fingerprint
         if not same:
             self._notice("replaced", f"{self._quoted} is not the file read before the restart; "
                                      "reading it from the start")
