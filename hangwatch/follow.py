@@ -98,7 +98,9 @@ class Follower:
 
     Make `out` bounded: a full queue stops the reader, so memory stays flat on a huge log.
     `watcher` lets several followers share one notification observer; without it (and
-    without `poll`) the follower makes its own.
+    without `poll`) the follower makes its own. `notified_interval`: how often to look
+    while notifications are on, which wake the follower on any change anyway (default:
+    `stat_interval`); a service following many quiet logs looks less often.
     """
 
     def __init__(
@@ -112,6 +114,7 @@ class Follower:
         rotate_grace: float = 2.0,
         watcher: DirectoryWatcher | None = None,
         resume: FilePos | None = None,
+        notified_interval: float | None = None,
     ) -> None:
         self.path = Path(path)
         self.name = str(path)
@@ -119,6 +122,7 @@ class Follower:
         self._quoted = f"'{path}'"
         self._poll = poll
         self._interval = stat_interval
+        self._notified_interval = stat_interval if notified_interval is None else notified_interval
         self._read_size = read_size
         self._grace = rotate_grace
         self._watcher = watcher
@@ -198,7 +202,7 @@ class Follower:
             return min(self._interval, _DRAIN_TICK)
         if self._chatty:
             return min(self._interval, _BUSY_TICK)
-        return self._interval
+        return self._notified_interval if self._subscribed else self._interval
 
     def _count_wake(self) -> None:
         now = time.monotonic()

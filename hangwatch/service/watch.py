@@ -40,6 +40,9 @@ from hangwatch.service.state import (
 )
 
 SAVE_EVERY_S = 2.0  # a restart re-reads at most this much of what was handled
+# With notifications on, a quiet log is looked at this often (each look costs CPU, times
+# the many logs of a service); polled logs (network file systems) still once a second.
+NOTIFIED_LOOK_S = 5.0
 _LOST = ("deleted", "unreadable")
 _FOUND = ("readable", "appeared", "replaced")
 
@@ -283,7 +286,7 @@ class WatchRuntime:
 
     def _follow(self, path: str, origin: str | None) -> None:
         follower = Follower(Path(path), self.queue, poll=self._poll, watcher=self._watcher,
-                            resume=self.marks.get(path))
+                            resume=self.marks.get(path), notified_interval=NOTIFIED_LOOK_S)
         self.followers[path] = follower
         if origin is not None:
             self._origin[path] = origin
