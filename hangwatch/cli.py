@@ -15,7 +15,7 @@ from hangwatch import __version__
 from hangwatch.core.durations import parse_duration
 from hangwatch.errors import ExitStatus, HangwatchError
 
-SUBCOMMANDS = ("watch", "check", "demo", "rules", "snapshot", "run")
+SUBCOMMANDS = ("watch", "check", "demo", "rules", "snapshot", "run", "serve")
 DEFAULT_STALL = "10m"
 
 
@@ -42,7 +42,7 @@ def _settle_stall(args: argparse.Namespace) -> None:
         args.stall_given = hasattr(args, "stall")
 
 
-def _rule_options(parser: argparse.ArgumentParser) -> None:
+def _rule_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     parser.add_argument("--rules", action="append", default=[], metavar="PATH",
                         help="extra rule pack file or folder (repeatable); a phase with an "
                              "existing id overrides the built-in one")
@@ -139,7 +139,36 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--junit", metavar="FILE", help="write a JUnit XML result")
     _watch_options(run)
     run.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD")
+    _serve_parser(sub)
     return parser
+
+
+def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    serve = sub.add_parser(
+        "serve", help="run as a service: watches from a config file, systemd notify and "
+                      "watchdog, state kept across restarts, SIGHUP reloads",
+        usage="hangwatch serve --config FILE [--json] | --check-config FILE | "
+              "[options] LOG...")
+    serve.add_argument("logs", nargs="*", metavar="LOG",
+                       help="without --config: one watch of these logs (paths or globs)")
+    serve.add_argument("--config", metavar="FILE", help="the service's YAML config")
+    serve.add_argument("--check-config", metavar="FILE",
+                       help="validate FILE and the rules it names, then exit (2 on errors)")
+    serve.add_argument("--json", action="store_true",
+                       help="JSON Lines on stdout, one per event, each with a `watch` key")
+    serve.add_argument("--poll", action="store_true",
+                       help="poll the files instead of using inotify notifications")
+    one = serve.add_argument_group("one watch from flags (without --config)")
+    one.add_argument("--name", default="main", help="the watch's name (default main)")
+    one.add_argument("--state-dir", metavar="DIR",
+                     help="keep offsets, phases and episodes here across restarts")
+    _rule_options(one)
+    one.add_argument("--report-dir", default="hangwatch-reports", metavar="DIR")
+    one.add_argument("--pid", action="append", type=int, default=[], metavar="PID")
+    one.add_argument("--match", metavar="REGEX")
+    one.add_argument("--no-snapshot", dest="snapshot", action="store_false")
+    one.add_argument("--no-stacks", dest="stacks", action="store_false")
+    one.add_argument("--native", action="store_true")
 
 
 def _with_default_command(argv: list[str]) -> list[str]:

@@ -106,9 +106,14 @@ def load_pack_file(path: Path, *, builtin: bool = False) -> RulePack:
     return load_pack_text(text, name, builtin=builtin)
 
 
-def load_pack_text(text: str, name: str, *, builtin: bool = False) -> RulePack:
+YamlMapping = _Mapping
+
+
+def parse_yaml(text: str, name: str) -> Any:
+    """YAML whose mappings are YamlMappings (they know their lines); a syntax error or a
+    duplicate key raises ConfigErrors naming `name` and the line."""
     try:
-        doc = yaml.load(text, Loader=_LineLoader)  # safe: a SafeLoader with line numbers
+        return yaml.load(text, Loader=_LineLoader)  # safe: a SafeLoader with line numbers
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         line = mark.line + 1 if mark else 0
@@ -117,6 +122,10 @@ def load_pack_text(text: str, name: str, *, builtin: bool = False) -> RulePack:
         ) from None
     except yaml.YAMLError as exc:
         raise ConfigErrors([ConfigError(f"invalid YAML: {exc}", file=name)]) from None
+
+
+def load_pack_text(text: str, name: str, *, builtin: bool = False) -> RulePack:
+    doc = parse_yaml(text, name)
     errors: list[ConfigError] = []
     pack = _PackParser(name, errors, builtin).parse(doc)
     if errors or pack is None:

@@ -55,16 +55,21 @@ Collector = Callable[[StallEvent], tuple[dict[str, Any] | None, list[Advice], li
 
 
 class Session:
+    """`run()` is the whole loop. A caller with a loop of its own (serve, one loop over many
+    sessions) gives each session its `queue` and calls `turn()` whenever it wakes."""
+
     def __init__(self, engine: Engine, reporters: Sequence[Reporter], options: SessionOptions,
                  sources: Sequence[str], *, collect: Collector | None = None,
-                 watched: Sequence[Watched] = ()) -> None:
+                 watched: Sequence[Watched] = (),
+                 queue_: queue.Queue[Any] | None = None) -> None:
         self.engine = engine
         self.reporters = list(reporters)
         self.options = options
         self.sources = tuple(sources)
         self.collect = collect
         self.watched: Sequence[Watched] = watched
-        self.queue: queue.Queue[Any] = queue.Queue(maxsize=QUEUE_BLOCKS)
+        self.queue: queue.Queue[Any] = (queue.Queue(maxsize=QUEUE_BLOCKS) if queue_ is None
+                                        else queue_)
         self.tail: deque[str] = deque(maxlen=TAIL_LINES)
         self.incidents: list[Incident] = []
         self._caught_up: dict[str, float | None] = {}
@@ -80,21 +85,34 @@ class Session:
         self._notice(Notice("", "threshold", threshold_text(self.engine)))
         while not should_stop():
             try:
-                item = self.queue.get(timeout=self._wait_s())
+                item = self.queue.get(timeout=self.wait_s())
             except queue.Empty:
                 item = None
-            if item is not None:
-                status = self._handle(item)
-                if status is not None:
-                    return status
-            self._dispatch(self.engine.tick())
-            self._check_stuck()
-            self._maybe_refresh()
-            if self._ended and self._collecting is None:
-                return ExitStatus.OK
+            status = self.turn(item)
+            if status is not None:
+                return status
         return ExitStatus.OK
 
-    def _wait_s(self) -> float | None:
+    def turn(self, item: Any = None) -> int | None:
+        """Handle what arrived (None: nothing did), then what is due by the clock; an exit
+        status when the loop should end."""
+        if item is not None:
+            status = self._handle(item)
+            if status is not None:
+                return status
+        self._dispatch(self.engine.tick())
+        self._check_stuck()
+        self._maybe_refresh()
+        if self._ended and self._collecting is None:
+            return ExitStatus.OK
+        return None
+
+    def report(self, events: Sequence[Event]) -> None:
+        """Events made outside the engine (serve's blind and readable) go out like its own."""
+        self._dispatch(events)
+
+    def wait_s(self) -> float | None:
+        """How long the loop may sleep before `turn()` has something to do by the clock."""
         waits = [w for w in (self.engine.seconds_to_deadline(), self.options.refresh_s) if
                  w is not None]
         if self.watched:

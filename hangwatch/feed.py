@@ -6,15 +6,28 @@ from dataclasses import dataclass
 
 from hangwatch.core.events import Notice
 
-__all__ = ["Block", "CaughtUp", "EndOfInput", "Notice"]
+__all__ = ["Block", "CaughtUp", "EndOfInput", "FilePos", "Notice"]
+
+
+@dataclass(frozen=True)
+class FilePos:
+    """A place in one file: which file (device, inode, and a fingerprint of its first line,
+    up to 4 KiB) and the offset just after a complete line. What a restart resumes from."""
+
+    dev: int
+    ino: int
+    fingerprint: str
+    offset: int
 
 
 @dataclass(frozen=True)
 class Block:
-    """Complete lines (each ending in b"\\n") read from `path`."""
+    """Complete lines (each ending in b"\\n") read from `path`; `pos` is where they end in
+    the file, when a file follower read them."""
 
     path: str
     data: bytes
+    pos: FilePos | None = None
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,10 @@ about once a second, compared with the file it holds open:
 - the first line (up to 4 KiB of it) changed while the size did not fall: truncated and
   rewritten past the old size before anyone looked. Read again from the start.
 
+Given `resume` (where an earlier run stopped), the first file opened is read from there when
+it is still that file: the same device and inode, at least that long, and the same first line.
+Otherwise it is read from the start.
+
 After a truncation the leading NUL bytes are skipped: a writer that did not open the log
 with O_APPEND (`python train.py > train.log`) keeps writing at its old offset and leaves a
 hole of zeros where the old text was.
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import os
 import queue
 import stat
@@ -35,7 +40,7 @@ from typing import Literal, ParamSpec, TypeVar
 
 from hangwatch.core.events import Notice
 from hangwatch.core.lines import LineSplitter
-from hangwatch.feed import Block, CaughtUp
+from hangwatch.feed import Block, CaughtUp, FilePos
 from hangwatch.notify import DirectoryWatcher, NotWatchable
 
 NoticeKind = Literal[
@@ -76,6 +81,16 @@ class _OpenFile:
     head_done: bool = False  # the head holds a whole first line (or HEAD_MAX bytes)
     skip_nuls: bool = False
     drain_until: float = 0.0
+    fingerprint: str = ""  # of `head`, once asked for; cleared when the head changes
+
+
+def fingerprint(start: bytes) -> str:
+    """What identifies a file's content across restarts: a digest of its first line, ended
+    by \n or \r as the line splitter ends it (up to HEAD_MAX bytes of it). `start` is the
+    file's beginning, holding at least that line."""
+    ends = [i for i in (start.find(b"\n", 0, HEAD_MAX), start.find(b"\r", 0, HEAD_MAX)) if i >= 0]
+    line = start[: min(ends) + 1] if ends else start[:HEAD_MAX]
+    return hashlib.blake2b(line, digest_size=16).hexdigest()
 
 
 class Follower:
@@ -83,7 +98,9 @@ class Follower:
 
     Make `out` bounded: a full queue stops the reader, so memory stays flat on a huge log.
     `watcher` lets several followers share one notification observer; without it (and
-    without `poll`) the follower makes its own.
+    without `poll`) the follower makes its own. `notified_interval`: how often to look
+    while notifications are on, which wake the follower on any change anyway (default:
+    `stat_interval`); a service following many quiet logs looks less often.
     """
 
     def __init__(
@@ -96,6 +113,8 @@ class Follower:
         read_size: int = 1 << 20,
         rotate_grace: float = 2.0,
         watcher: DirectoryWatcher | None = None,
+        resume: FilePos | None = None,
+        notified_interval: float | None = None,
     ) -> None:
         self.path = Path(path)
         self.name = str(path)
@@ -103,6 +122,7 @@ class Follower:
         self._quoted = f"'{path}'"
         self._poll = poll
         self._interval = stat_interval
+        self._notified_interval = stat_interval if notified_interval is None else notified_interval
         self._read_size = read_size
         self._grace = rotate_grace
         self._watcher = watcher
@@ -123,6 +143,7 @@ class Follower:
         self._chatty = False  # read on a timer, not woken by notifications
         self._wakes, self._wakes_since = 0, 0.0
         self._grew_at = 0.0
+        self._resume = resume
 
     def start(self) -> None:
         if self._thread is not None:
@@ -181,7 +202,7 @@ class Follower:
             return min(self._interval, _DRAIN_TICK)
         if self._chatty:
             return min(self._interval, _BUSY_TICK)
-        return self._interval
+        return self._notified_interval if self._subscribed else self._interval
 
     def _count_wake(self) -> None:
         now = time.monotonic()
@@ -258,7 +279,7 @@ class Follower:
             if f.offset != read_before:  # still written to: its writer has not reopened the log
                 f.drain_until = now + self._grace
             if now >= f.drain_until:
-                self._put_lines(f.splitter.flush())
+                self._put_lines(f.splitter.flush(), f)
                 os.close(f.fd)
                 self._retired.remove(f)
 
@@ -286,6 +307,8 @@ class Follower:
             self._fail(e)
             return
         self._cur = _OpenFile(fd, fst.st_dev, fst.st_ino, seen=(fst.st_size, fst.st_mtime_ns))
+        if self._resume is not None:
+            self._resume_from(self._cur, self._resume)
         if self._state == "vanished":
             self._notice("replaced", f"{self._quoted} has been replaced; following new file")
         elif self._state == "missing":
@@ -311,9 +334,34 @@ class Follower:
             if f.skip_nuls:
                 data = data.lstrip(b"\0")
                 f.skip_nuls = not data
-            self._put_lines(f.splitter.push(data))
+            self._put_lines(f.splitter.push(data), f)
             if short:
                 break
+
+    def _resume_from(self, f: _OpenFile, mark: FilePos) -> None:
+        """Start reading `f` where an earlier run stopped, if it is the file that run read."""
+        self._resume = None
+        if mark.offset <= 0:
+            return
+        head = b""
+        same = (f.dev, f.ino) == (mark.dev, mark.ino) and f.seen[0] >= mark.offset
+        if same:
+            try:
+                first = self._call(os.pread, f.fd, HEAD_MAX, 0)
+                end = first.find(b"\n")
+                head = first[: end + 1] if end >= 0 else first
+                # A \r ended the last line handled: the \n after it is not a line of its own.
+                crlf = self._call(os.pread, f.fd, 2, mark.offset - 1) == b"\r\n"
+            except OSError as e:
+                self._fail(e)
+                return
+            same = fingerprint(first) == mark.fingerprint
+        if not same:
+            self._notice("replaced", f"{self._quoted} is not the file read before the restart; "
+                                     "reading it from the start")
+            return
+        f.head, f.head_done, f.fingerprint = head, True, mark.fingerprint
+        f.offset = mark.offset + crlf
 
     def _restart(self, f: _OpenFile, what: str) -> None:
         self._put_lines(f.splitter.flush())
@@ -326,6 +374,7 @@ class Follower:
         f.skip_nuls = True
         # A skipped hole reads as zeros: that is the start of this file's head.
         f.head, f.head_done = bytes(min(f.offset, HEAD_MAX)), f.offset >= HEAD_MAX
+        f.fingerprint = ""
         self._notice("truncated", f"{self._quoted}: {what}")
 
     @staticmethod
@@ -336,6 +385,7 @@ class Follower:
             more = more[: end + 1]
         f.head += more
         f.head_done = end >= 0 or len(f.head) == HEAD_MAX
+        f.fingerprint = ""
 
     def _head_changed(self, f: _OpenFile) -> bool:
         try:
@@ -348,7 +398,7 @@ class Follower:
         """Tell what changed about the log's reachability during this look."""
         if self._cur is None and not self._tick_problem:
             if self._state == "start":
-                self._state = "missing"
+                self._state, self._resume = "missing", None
                 self._notice("waiting", f"{self._quoted} does not exist yet; waiting for it")
             elif self._state == "vanished" and now - self._vanished_at >= self._grace:
                 self._state = "missing"
@@ -385,9 +435,16 @@ class Follower:
         finally:
             self._in_call_since = 0.0
 
-    def _put_lines(self, data: bytes) -> None:
+    def _put_lines(self, data: bytes, f: _OpenFile | None = None) -> None:
+        """`f`: the file the lines were read from, whose offset tells where they end."""
         if data:
-            self._put(Block(self.name, data))
+            self._put(Block(self.name, data, None if f is None else self._pos(f)))
+
+    @staticmethod
+    def _pos(f: _OpenFile) -> FilePos:
+        if not f.fingerprint:
+            f.fingerprint = fingerprint(f.head)
+        return FilePos(f.dev, f.ino, f.fingerprint, f.offset - f.splitter.pending)
 
     def _notice(self, kind: NoticeKind, message: str) -> None:
         self._put(Notice(self.name, kind, message))

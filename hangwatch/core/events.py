@@ -97,7 +97,31 @@ class RecoveredEvent:
     wall: float
 
 
-Event = PhaseEvent | SignalEvent | FinishEvent | StallEvent | RecoveredEvent
+@dataclass(frozen=True)
+class BlindEvent:
+    """hangwatch cannot see: a log unreadable, or deleted and not recreated, for longer than
+    the stall threshold (`what` is "log"), or a glob that matched files and now matches none
+    (`what` is "glob"). A blind watcher must not look healthy."""
+
+    path: str
+    what: Literal["log", "glob"]
+    reason: str
+    blind_s: float
+    wall: float
+
+
+@dataclass(frozen=True)
+class ReadableEvent:
+    """What a BlindEvent reported can be seen again."""
+
+    path: str
+    what: Literal["log", "glob"]
+    blind_s: float
+    wall: float
+
+
+Event = (PhaseEvent | SignalEvent | FinishEvent | StallEvent | RecoveredEvent | BlindEvent
+         | ReadableEvent)
 
 
 @dataclass(frozen=True)

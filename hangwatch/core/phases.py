@@ -4,7 +4,7 @@ timeline of all of them."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal, NamedTuple
 
 from hangwatch.core.events import PhaseEvent
@@ -41,6 +41,13 @@ class TimelineEntry:
         data = asdict(self)
         data["duration_s"] = self.duration()
         return data
+
+
+_ENTRY_FIELDS = tuple(f.name for f in fields(TimelineEntry))
+
+
+def _entry(data: dict[str, Any]) -> TimelineEntry:
+    return TimelineEntry(**{k: data[k] for k in _ENTRY_FIELDS if k in data})
 
 
 class Where(NamedTuple):
@@ -182,6 +189,57 @@ class PhaseTracker:
             del self.timeline[0]
             self.dropped += 1
         return entry
+
+    # --- kept across restarts (serve's state files) ----------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for a state file; `from_dict` gives the tracker back."""
+        index = {id(e): i for i, e in enumerate(self.timeline)}
+
+        def opened(pairs: list[_Open]) -> list[dict[str, Any]]:
+            # An open phase or step is a timeline entry (by its index) unless it fell off
+            # the front.
+            return [{"phase": r.id, "index": index.get(id(e)),
+                     "entry": None if id(e) in index else asdict(e)} for r, e in pairs]
+
+        return {
+            "timeline": [asdict(e) for e in self.timeline],
+            "open": opened(self._open),
+            "steps": {phase: opened(steps) for phase, steps in self._steps.items()},
+            "last_step": {phase: rule.id for phase, rule in self._last_step.items()},
+            "dropped": self.dropped,
+            "last_completed": self.last_completed.id if self.last_completed else None,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any],
+                  phase: Callable[[str], PhaseRule | None]) -> PhaseTracker:
+        """The tracker `to_dict` described. `phase` finds a rule by id in today's rules: an
+        open phase whose rule is gone stays in the timeline but is no longer open. Raises
+        KeyError, TypeError or ValueError on data that is not what `to_dict` writes."""
+        tracker = cls()
+        tracker.timeline = [_entry(e) for e in data["timeline"]]
+        tracker.dropped = int(data["dropped"])
+
+        def reopened(items: list[dict[str, Any]]) -> list[_Open]:
+            pairs = []
+            for item in items:
+                rule = phase(str(item["phase"]))
+                entry = (_entry(item["entry"]) if item["index"] is None
+                         else tracker.timeline[int(item["index"])])
+                if rule is not None:
+                    pairs.append((rule, entry))
+            return pairs
+
+        tracker._open = reopened(data["open"])
+        open_ids = {r.id for r, _ in tracker._open}
+        tracker._steps = {p: reopened(items) for p, items in data.get("steps", {}).items()
+                          if p in open_ids}
+        tracker._last_step = {p: rule for p, step in data.get("last_step", {}).items()
+                              if p in open_ids and (rule := phase(str(step))) is not None}
+        last = data["last_completed"]
+        tracker.last_completed = phase(str(last)) if last is not None else None
+        return tracker
 
     @staticmethod
     def _event(rule: PhaseRule, state: Literal["started", "completed"], where: Where,

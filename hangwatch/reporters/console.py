@@ -44,7 +44,8 @@ class ConsoleReporter:
     def event(self, event: Event) -> None:
         style = "bold red" if isinstance(event, StallEvent) else {
             "PhaseEvent": "green", "SignalEvent": "yellow", "FinishEvent": "bold green",
-            "RecoveredEvent": "bold green"}.get(type(event).__name__, "")
+            "RecoveredEvent": "bold green", "BlindEvent": "bold red",
+            "ReadableEvent": "cyan"}.get(type(event).__name__, "")
         self._log(Text(describe(event), style=style))
 
     def incident(self, incident: Incident) -> None:

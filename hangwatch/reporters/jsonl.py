@@ -7,11 +7,13 @@ import json
 from typing import Any, TextIO
 
 from hangwatch.core.events import (
+    BlindEvent,
     Event,
     FinishEvent,
     Incident,
     Notice,
     PhaseEvent,
+    ReadableEvent,
     RecoveredEvent,
     SignalEvent,
     StallEvent,
@@ -36,6 +38,12 @@ def event_dict(event: Event) -> dict[str, Any] | None:
         return {"event": "recovered", "phase": event.phase,
                 "stalled_s": round(event.stalled_s, 3), "source": event.source,
                 "line": event.line, "time": event.wall}
+    if isinstance(event, BlindEvent):
+        return {"event": "blind", "what": event.what, "path": event.path,
+                "reason": event.reason, "blind_s": round(event.blind_s, 3), "time": event.wall}
+    if isinstance(event, ReadableEvent):
+        return {"event": "readable", "what": event.what, "path": event.path,
+                "blind_s": round(event.blind_s, 3), "time": event.wall}
     assert isinstance(event, StallEvent)
     return None
 
@@ -64,10 +72,15 @@ def incident_dict(incident: Incident) -> dict[str, Any]:
 
 
 class JsonReporter:
-    def __init__(self, out: TextIO) -> None:
+    """`fields` go into every object after "event" (serve adds the watch's name)."""
+
+    def __init__(self, out: TextIO, fields: dict[str, Any] | None = None) -> None:
         self.out = out
+        self.fields = dict(fields or {})
 
     def _write(self, data: dict[str, Any]) -> None:
+        if self.fields:
+            data = {"event": data["event"], **self.fields, **data}
         self.out.write(json.dumps(data, ensure_ascii=False) + "\n")
         self.out.flush()
 

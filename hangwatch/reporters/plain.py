@@ -9,11 +9,13 @@ from typing import TextIO
 
 from hangwatch.core.durations import format_duration
 from hangwatch.core.events import (
+    BlindEvent,
     Event,
     FinishEvent,
     Incident,
     Notice,
     PhaseEvent,
+    ReadableEvent,
     RecoveredEvent,
     SignalEvent,
 )
@@ -32,6 +34,12 @@ def describe(event: Event) -> str:
     if isinstance(event, RecoveredEvent):
         return (f"recovered: progress again at {event.source}:{event.line} after "
                 f"{format_duration(event.stalled_s)} stalled")
+    if isinstance(event, BlindEvent):
+        return (f"BLIND: cannot see {event.what} {event.path} for "
+                f"{format_duration(event.blind_s)}: {event.reason}")
+    if isinstance(event, ReadableEvent):
+        return (f"readable: {event.what} {event.path} can be seen again after "
+                f"{format_duration(event.blind_s)}")
     return (f"STALL in phase {event.phase or 'unknown'}: no progress for "
             f"{format_duration(event.idle_s)}; collecting evidence")
 
@@ -58,14 +66,18 @@ def describe_incident(incident: Incident) -> list[str]:
 
 
 class PlainReporter:
-    def __init__(self, out: TextIO, now: Callable[[], float] = time.time) -> None:
+    """`prefix` starts every line after the time (serve: the watch's name)."""
+
+    def __init__(self, out: TextIO, now: Callable[[], float] = time.time,
+                 prefix: str = "") -> None:
         self.out = out
         self.now = now
+        self.prefix = prefix
 
     def _write(self, text: str) -> None:
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(self.now()))
         for line in text.splitlines():
-            self.out.write(f"{stamp} {line}\n")
+            self.out.write(f"{stamp} {self.prefix}{line}\n")
         self.out.flush()
 
     def notice(self, notice: Notice) -> None:
