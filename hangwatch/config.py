@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from hangwatch.core.rules import RuleSet
 from hangwatch.errors import ConfigError, ConfigErrors
 
 PACK_KEYS = {"pack", "description", "extends", "phases", "signals", "noise", "progress",
-             "finish", "diagnoses"}
+             "finish", "diagnoses", "checks"}
 SECTION_KEYS: dict[str, tuple[set[str], set[str]]] = {
     # section: (required keys, optional keys)
     "phases": ({"id", "start"}, {"title", "done", "stall_after", "advice"}),
@@ -35,9 +36,24 @@ SECTION_KEYS: dict[str, tuple[set[str], set[str]]] = {
     "progress": ({"id", "match"}, {"counter", "heartbeat"}),
     "finish": ({"id", "match"}, set()),
     "diagnoses": ({"id", "when"}, {"advice"}),
+    "checks": ({"id"}, {"env", "path", "status", "fix"}),
 }
 ID_PATTERN = regex.compile(r"[a-z][a-z0-9_]*")
 PACK_NAME_PATTERN = regex.compile(r"[a-z][a-z0-9_.-]*")
+ENV_NAME_PATTERN = regex.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@dataclass(frozen=True)
+class PackCheck:
+    """A preflight check from a pack's `checks:` (run by `hangwatch doctor`): an environment
+    variable that must be set, or a path that must exist."""
+
+    id: str
+    kind: str  # "env" or "path"
+    target: str
+    status: str  # what a miss is: "fail" or "warn"
+    fix: str
+    origin: Origin
 
 
 class _Mapping(dict[Any, Any]):
@@ -104,6 +120,10 @@ def load_pack_file(path: Path, *, builtin: bool = False) -> RulePack:
 
 
 def load_pack_text(text: str, name: str, *, builtin: bool = False) -> RulePack:
+    return _parse_pack(text, name, builtin)[0]
+
+
+def _parse_pack(text: str, name: str, builtin: bool) -> tuple[RulePack, tuple[PackCheck, ...]]:
     try:
         doc = yaml.load(text, Loader=_LineLoader)  # safe: a SafeLoader with line numbers
     except yaml.MarkedYAMLError as exc:
@@ -115,10 +135,11 @@ def load_pack_text(text: str, name: str, *, builtin: bool = False) -> RulePack:
     except yaml.YAMLError as exc:
         raise ConfigErrors([ConfigError(f"invalid YAML: {exc}", file=name)]) from None
     errors: list[ConfigError] = []
-    pack = _PackParser(name, errors, builtin).parse(doc)
+    parser = _PackParser(name, errors, builtin)
+    pack = parser.parse(doc)
     if errors or pack is None:
         raise ConfigErrors(errors)
-    return pack
+    return pack, parser.checks
 
 
 class _PackParser:
@@ -127,6 +148,7 @@ class _PackParser:
         self.errors = errors
         self.builtin = builtin
         self.pack = "?"
+        self.checks: tuple[PackCheck, ...] = ()
 
     def error(self, message: str, line: int, rule: str = "") -> None:
         self.errors.append(ConfigError(message, file=self.file, line=line, rule=rule))
@@ -155,6 +177,7 @@ class _PackParser:
             section: [r for r in self._section(doc, section, seen) if r is not None]
             for section in SECTION_KEYS
         }
+        self.checks = tuple(sections["checks"])
         return RulePack(
             name=name,
             file=self.file,
@@ -303,6 +326,30 @@ class _PackParser:
         return DiagnosisRule(id=item["id"], when=tuple(conditions), advice=self._advice(item),
                              origin=origin)
 
+    def _checks(self, item: _Mapping, origin: Origin) -> PackCheck | None:
+        kinds = [k for k in ("env", "path") if k in item]
+        if len(kinds) != 1:
+            self.error("a check needs one of `env: NAME` (a variable that must be set) or "
+                       "`path: PATH` (a path that must exist)", item.line, item["id"])
+            return None
+        kind = kinds[0]
+        target, status, fix = item[kind], item.get("status", "fail"), item.get("fix", "")
+        if not isinstance(target, str) or not target or (
+                kind == "env" and not ENV_NAME_PATTERN.fullmatch(target)):
+            what = "a variable name (e.g. HF_TOKEN)" if kind == "env" else "a path (text)"
+            self.error(f"`{kind}` must be {what}, not {target!r}", item.key_lines[kind],
+                       item["id"])
+            return None
+        if status not in ("fail", "warn"):
+            self.error(f"`status` must be fail or warn, not {status!r}",
+                       item.key_lines["status"], item["id"])
+            return None
+        if not isinstance(fix, str):
+            self.error("`fix` must be text", item.key_lines["fix"], item["id"])
+            return None
+        return PackCheck(id=item["id"], kind=kind, target=target, status=status,
+                         fix=fix.strip(), origin=origin)
+
     # --- shared value checks -------------------------------------------------------------
 
     def _regex(self, item: _Mapping, key: str) -> str | None:
@@ -355,6 +402,28 @@ def load_user_packs(paths: Iterable[Path]) -> list[RulePack]:
     if errors:
         raise ConfigErrors(errors)
     return packs
+
+
+def load_pack_checks(extra: Iterable[str | Path] = ()) -> list[PackCheck]:
+    """The `checks:` of the built-in packs and of the user's `--rules` files and folders."""
+    checks: list[PackCheck] = []
+    errors: list[ConfigError] = []
+    files = [(p, True) for p in rule_files(builtin_rules_dir())]
+    for path in (Path(p) for p in extra):
+        try:
+            files += [(f, False) for f in rule_files(path)]
+        except ConfigError as exc:
+            errors.append(exc)
+    for file, builtin in files:
+        try:
+            checks += _parse_pack(file.read_text(encoding="utf-8"), str(file), builtin)[1]
+        except ConfigErrors as exc:
+            errors.extend(exc.errors)
+        except (OSError, UnicodeDecodeError) as exc:
+            errors.append(ConfigError(f"cannot read: {exc}", file=str(file)))
+    if errors:
+        raise ConfigErrors(errors)
+    return checks
 
 
 def load_rule_set(extra: Iterable[str | Path] = ()) -> RuleSet:
