@@ -167,3 +167,13 @@ def test_run_doctor_refuses_to_start_the_job_on_a_failed_check(tmp_path, monkeyp
     monkeypatch.setenv("RANK", "0")  # the master's port is free: the job runs
     status = main(argv, out, err)
     assert status == 0 and marker.exists()
+
+
+def test_compare_flags_clocks_more_than_a_second_apart(tmp_path):
+    a_doc, b_doc = node("node-a"), node("node-b", rank="0")
+    b_doc["facts"]["clock"] = {"synchronized": False, "offset_s": 2.5}
+    status, out, _ = doctor("--compare", write(tmp_path, "a.json", a_doc),
+                            write(tmp_path, "b.json", b_doc))
+    assert status == 1
+    assert "DIFFERS  clock.offset_s" in out and "clocks differ by 2.5s" in out
+    assert "differs  clock.synchronized" in out
