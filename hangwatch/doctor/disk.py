@@ -17,17 +17,17 @@ STATVFS_S = 3.0
 
 def run(ctx: Context) -> Outcome:
     checks, facts = [], {}
-    seen: set[tuple[int, int]] = set()
+    seen: set[int] = set()
     for path in ctx.options.disk:
         fs = filesystem(path, ctx.machine.statvfs, ctx.bound(STATVFS_S))
         if "error" in fs:
             checks.append(Check("disk.free", "fail", f"{path}: {fs['error']}",
                                 "check the mount (a hung NFS server?) before writing there"))
             continue
-        key = (fs["total"], fs["free"])  # the same filesystem seen through two paths
-        if key in seen:
-            continue
-        seen.add(key)
+        if fs["fsid"] is not None:  # one line per filesystem, however many paths it holds
+            if fs["fsid"] in seen:
+                continue
+            seen.add(fs["fsid"])
         facts[str(path)] = fs["free"]
         checks.append(_judge(path, fs))
     return checks, {"disk_free": facts}

@@ -83,3 +83,10 @@ def test_nearly_full_disk_fails(tmp_path):
     check = by_id(checks, "disk.free")
     assert check.status == "fail" and "0.4 GiB free (99% used)" in check.detail
     assert facts["disk_free"] == {str(tmp_path): 100_000 * 4096}
+
+
+def test_folders_on_one_filesystem_are_one_line(tmp_path):
+    (tmp_path / "ckpt").mkdir()
+    checks, _ = disk.run(context(options={"disk": (tmp_path, tmp_path / "ckpt",
+                                                   tmp_path / "reports-not-yet")}))
+    assert [c.detail.split(":")[0] for c in checks] == [str(tmp_path)]
