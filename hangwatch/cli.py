@@ -12,10 +12,11 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from hangwatch import __version__
+from hangwatch.commands.doctor import add_options as doctor_options
 from hangwatch.core.durations import parse_duration
 from hangwatch.errors import ExitStatus, HangwatchError
 
-SUBCOMMANDS = ("watch", "check", "demo", "rules", "snapshot", "run", "serve")
+SUBCOMMANDS = ("watch", "check", "demo", "rules", "snapshot", "run", "serve", "doctor")
 DEFAULT_STALL = "10m"
 
 
@@ -83,8 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="hangwatch",
         description="Watch a training job's log; on a stall say where it hung, why, and what "
                     "to do.  `hangwatch LOG` is short for `hangwatch watch LOG`.",
-        epilog="exit status: 0 ok, 2 usage or rule error, 3 stall detected, 130 interrupted; "
-               "`run` otherwise passes the job's own status through",
+        epilog="exit status: 0 ok, 1 a doctor check failed, 2 usage or rule error, 3 stall "
+               "detected, 130 interrupted; `run` otherwise passes the job's own status through",
     )
     parser.add_argument("--version", action="version", version=f"hangwatch {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -137,9 +138,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--grace", type=duration, default=duration("10s"), metavar="DURATION",
                      help="after SIGTERM, wait this long before SIGKILL (default 10s)")
     run.add_argument("--junit", metavar="FILE", help="write a JUnit XML result")
+    run.add_argument("--doctor", action="store_true", help="run `hangwatch doctor` first; "
+                     "on a failed check do not start the job and exit 1")
     _watch_options(run)
     run.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD")
     _serve_parser(sub)
+    doctor_options(sub.add_parser("doctor", help="preflight: find what would hang a job before "
+                                             "it starts (exit 1 when a check fails)"), duration)
     return parser
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ from hangwatch.core.rules import RuleSet
 from hangwatch.errors import ConfigError, ConfigErrors
 
 PACK_KEYS = {"pack", "description", "extends", "layer", "phases", "signals", "noise",
-             "progress", "finish", "diagnoses"}
+             "progress", "finish", "diagnoses", "checks"}
 LAYERS = ("pack", "generic")
 GENERIC_PREFIX = "generic:"  # generic-layer ids are shown, and kept apart, as generic:<id>
 SECTION_KEYS: dict[str, tuple[set[str], set[str]]] = {
@@ -38,9 +39,24 @@ SECTION_KEYS: dict[str, tuple[set[str], set[str]]] = {
     "progress": ({"id", "match"}, {"counter", "heartbeat"}),
     "finish": ({"id", "match"}, set()),
     "diagnoses": ({"id", "when"}, {"advice"}),
+    "checks": ({"id"}, {"env", "path", "status", "fix"}),
 }
 ID_PATTERN = regex.compile(r"[a-z][a-z0-9_]*")
 PACK_NAME_PATTERN = regex.compile(r"[a-z][a-z0-9_.-]*")
+ENV_NAME_PATTERN = regex.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@dataclass(frozen=True)
+class PackCheck:
+    """A preflight check from a pack's `checks:` (run by `hangwatch doctor`): an environment
+    variable that must be set, or a path that must exist."""
+
+    id: str
+    kind: str  # "env" or "path"
+    target: str
+    status: str  # what a miss is: "fail" or "warn"
+    fix: str
+    origin: Origin
 
 
 class _Mapping(dict[Any, Any]):
@@ -125,12 +141,17 @@ def parse_yaml(text: str, name: str) -> Any:
 
 
 def load_pack_text(text: str, name: str, *, builtin: bool = False) -> RulePack:
+    return _parse_pack(text, name, builtin)[0]
+
+
+def _parse_pack(text: str, name: str, builtin: bool) -> tuple[RulePack, tuple[PackCheck, ...]]:
     doc = parse_yaml(text, name)
     errors: list[ConfigError] = []
-    pack = _PackParser(name, errors, builtin).parse(doc)
+    parser = _PackParser(name, errors, builtin)
+    pack = parser.parse(doc)
     if errors or pack is None:
         raise ConfigErrors(errors)
-    return pack
+    return pack, parser.checks
 
 
 class _PackParser:
@@ -140,6 +161,7 @@ class _PackParser:
         self.builtin = builtin
         self.pack = "?"
         self.generic = False
+        self.checks: tuple[PackCheck, ...] = ()
 
     def error(self, message: str, line: int, rule: str = "") -> None:
         self.errors.append(ConfigError(message, file=self.file, line=line, rule=rule))
@@ -177,6 +199,7 @@ class _PackParser:
             section: [r for r in self._section(doc, section, seen) if r is not None]
             for section in SECTION_KEYS
         }
+        self.checks = tuple(sections["checks"])
         return RulePack(
             name=name,
             file=self.file,
@@ -335,6 +358,30 @@ class _PackParser:
         return DiagnosisRule(id=item["id"], when=tuple(conditions), advice=self._advice(item),
                              origin=origin)
 
+    def _checks(self, item: _Mapping, origin: Origin) -> PackCheck | None:
+        kinds = [k for k in ("env", "path") if k in item]
+        if len(kinds) != 1:
+            self.error("a check needs one of `env: NAME` (a variable that must be set) or "
+                       "`path: PATH` (a path that must exist)", item.line, item["id"])
+            return None
+        kind = kinds[0]
+        target, status, fix = item[kind], item.get("status", "fail"), item.get("fix", "")
+        if not isinstance(target, str) or not target or (
+                kind == "env" and not ENV_NAME_PATTERN.fullmatch(target)):
+            what = "a variable name (e.g. HF_TOKEN)" if kind == "env" else "a path (text)"
+            self.error(f"`{kind}` must be {what}, not {target!r}", item.key_lines[kind],
+                       item["id"])
+            return None
+        if status not in ("fail", "warn"):
+            self.error(f"`status` must be fail or warn, not {status!r}",
+                       item.key_lines["status"], item["id"])
+            return None
+        if not isinstance(fix, str):
+            self.error("`fix` must be text", item.key_lines["fix"], item["id"])
+            return None
+        return PackCheck(id=item["id"], kind=kind, target=target, status=status,
+                         fix=fix.strip(), origin=origin)
+
     # --- shared value checks -------------------------------------------------------------
 
     def _regex(self, item: _Mapping, key: str) -> str | None:
@@ -387,6 +434,28 @@ def load_user_packs(paths: Iterable[Path]) -> list[RulePack]:
     if errors:
         raise ConfigErrors(errors)
     return packs
+
+
+def load_pack_checks(extra: Iterable[str | Path] = ()) -> list[PackCheck]:
+    """The `checks:` of the built-in packs and of the user's `--rules` files and folders."""
+    checks: list[PackCheck] = []
+    errors: list[ConfigError] = []
+    files = [(p, True) for p in rule_files(builtin_rules_dir())]
+    for path in (Path(p) for p in extra):
+        try:
+            files += [(f, False) for f in rule_files(path)]
+        except ConfigError as exc:
+            errors.append(exc)
+    for file, builtin in files:
+        try:
+            checks += _parse_pack(file.read_text(encoding="utf-8"), str(file), builtin)[1]
+        except ConfigErrors as exc:
+            errors.extend(exc.errors)
+        except (OSError, UnicodeDecodeError) as exc:
+            errors.append(ConfigError(f"cannot read: {exc}", file=str(file)))
+    if errors:
+        raise ConfigErrors(errors)
+    return checks
 
 
 def load_rule_set(extra: Iterable[str | Path] = ()) -> RuleSet:

@@ -124,8 +124,25 @@ def _read_devices(nvml: Any, interval: float) -> list[dict[str, Any]]:
                                   getattr(nvml, "NVML_TEMPERATURE_GPU", 0)),
             "power_w": round(power / 1000, 1) if isinstance(power, (int, float)) else None,
             "processes": _processes(nvml, handle),
+            "ecc": _ecc(nvml, handle),
         })
     return gpus
+
+
+def _ecc(nvml: Any, handle: Any) -> dict[str, Any]:
+    """What the GPU reports of memory errors; a call it does not support is left out."""
+    uncorrected = _field(getattr(nvml, "nvmlDeviceGetTotalEccErrors", None), handle,
+                         getattr(nvml, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1),
+                         getattr(nvml, "NVML_VOLATILE_ECC", 0))
+    pending = _field(getattr(nvml, "nvmlDeviceGetRetiredPagesPendingStatus", None), handle)
+    # Row remapping replaced page retirement on A100 and later: (corrected, uncorrected,
+    # pending, failure).
+    rows = _field(getattr(nvml, "nvmlDeviceGetRemappedRows", None), handle)
+    out = {"uncorrected_volatile": uncorrected,
+           "retired_pages_pending": None if pending is None else bool(pending),
+           "remap_pending": bool(rows[2]) if rows else None,
+           "remap_failed": bool(rows[3]) if rows else None}
+    return {k: v for k, v in out.items() if v is not None}
 
 
 def _utilization(nvml: Any, handle: Any) -> int | None:

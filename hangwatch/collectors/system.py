@@ -50,7 +50,7 @@ def filesystem(path: Path, statvfs: StatVFS, timeout: float) -> dict[str, Any]:
     # `df`: used / (used + available to users); root's reserve does not count as free.
     percent = round(100 * used / (used + free), 1) if used + free else 0.0
     return {"path": str(path), "total": total, "used": used, "free": free,
-            "used_percent": percent}
+            "used_percent": percent, "fsid": getattr(value, "f_fsid", None)}
 
 
 def _existing(path: Path) -> Path:

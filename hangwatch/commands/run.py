@@ -120,6 +120,12 @@ def make_reporters(args: argparse.Namespace, err: TextIO) -> list[Reporter]:
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     argv = command_argv(args)
     rules = load_rule_set(args.rules)  # a bad rule file is reported before the job starts
+    if args.doctor:
+        from hangwatch.commands.doctor import gate
+
+        refused = gate(args, err)
+        if refused is not None:
+            return refused
     log_path = Path(args.log)
     engine = engine_for(rules, args)
     job: Job | None = None

@@ -6,7 +6,9 @@ Its behaviour comes from the FAKE_NVML environment variable (JSON):
   mode "missing": nvmlInit raises NVMLError_LibraryNotFound
   mode "hang":    nvmlInit never returns (a wedged driver)
   mode "lost":    reading a device raises NVMLError_GpuIsLost
-A gpu may set "unsupported": ["power"] to make that call raise NVMLError_NotSupported.
+A gpu may set "unsupported": ["power"] to make that call raise NVMLError_NotSupported, and
+"ecc": {"uncorrected": N, "pending": bool, "remap": [corrected, uncorrected, pending, failed]};
+without "ecc" the ECC calls are not supported.
 """
 
 from __future__ import annotations
@@ -105,3 +107,22 @@ def nvmlDeviceGetPowerUsage(handle):
 def nvmlDeviceGetComputeRunningProcesses(handle):
     return [SimpleNamespace(pid=pid, usedGpuMemory=used)
             for pid, used in _gpu(handle, "procs").get("procs", [])]
+
+
+def _ecc(handle, what):
+    ecc = _SCENARIO["gpus"][handle].get("ecc", {})
+    if what not in ecc:
+        raise NVMLError_NotSupported("Not Supported")
+    return ecc[what]
+
+
+def nvmlDeviceGetTotalEccErrors(handle, error_type, counter_type):
+    return _ecc(handle, "uncorrected")
+
+
+def nvmlDeviceGetRetiredPagesPendingStatus(handle):
+    return int(_ecc(handle, "pending"))
+
+
+def nvmlDeviceGetRemappedRows(handle):
+    return tuple(_ecc(handle, "remap"))
