@@ -7,6 +7,7 @@ import enum
 
 class ExitStatus(enum.IntEnum):
     OK = 0
+    CHECK_FAILED = 1
     USAGE = 2
     STALL = 3
     INTERRUPTED = 130
