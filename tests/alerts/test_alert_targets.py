@@ -36,9 +36,8 @@ def test_webhook_posts_the_payload_as_json():
 @pytest.mark.parametrize(("status", "retry"), [(500, True), (503, True), (429, True),
                                                (400, False), (404, False)])
 def test_http_errors_say_whether_a_retry_can_help(status, retry):
-    with Receiver(status=status) as receiver:
-        with pytest.raises(DeliveryError) as caught:
-            make_target(TargetSpec("webhook", url=receiver.url())).send(PAYLOAD)
+    with Receiver(status=status) as receiver, pytest.raises(DeliveryError) as caught:
+        make_target(TargetSpec("webhook", url=receiver.url())).send(PAYLOAD)
     assert caught.value.retry is retry
     assert str(status) in str(caught.value)
 
