@@ -32,6 +32,7 @@ from hangwatch.alerts.targets import (
 
 BACKOFF_FIRST_S = 1.0
 BACKOFF_MAX_S = 300.0
+RESULTS = ("delivered", "rejected", "dropped")
 Log = Callable[[str], None]
 
 
@@ -64,7 +65,8 @@ class _Worker:
         self.wake = threading.Event()  # a new alert, or stop
         self.stop = threading.Event()
         self.empty = threading.Event()
-        self.results: dict[str, int] = {}
+        # Every outcome's series exists from the start, so rate() and alerts see the first one.
+        self.results: dict[str, int] = dict.fromkeys(RESULTS, 0)
         self.failures = 0
         self._attempts = 0
         self._thread = threading.Thread(target=self._run, name=f"hangwatch-alert-{label}",

@@ -33,7 +33,7 @@ def test_alerts_made_while_the_receiver_is_down_are_delivered_in_order_once_it_i
         assert sender.close(5.0) == []
     assert [b["episode"] for b in got] == ["ep0", "ep1", "ep2"]
     stats = sender.stats()[0]
-    assert stats.results == {"delivered": 3} and stats.failures >= 2 and stats.spooled == 0
+    assert stats.results == {"delivered": 3, "rejected": 0, "dropped": 0} and stats.failures >= 2 and stats.spooled == 0
     assert "retrying" in log[0] and "delivered after" in log[-1]
 
 
@@ -46,7 +46,7 @@ def test_a_refused_alert_is_not_retried_forever_and_the_next_one_goes_out(tmp_pa
         sender.submit(alert(2))
         receiver.wait_for(2)
         assert sender.close(5.0) == []
-    assert sender.stats()[0].results == {"rejected": 2}
+    assert sender.stats()[0].results == {"delivered": 0, "rejected": 2, "dropped": 0}
     assert "refused" in log[0]
 
 
