@@ -4,6 +4,10 @@ A stall is alerted once its incident is ready (the report path and the advice ch
 evidence belong in the alert); a recovery that comes first waits for it, so the receiver
 always sees the stall before its end. Other producers' events are recognised by class name:
 `BlindEvent` opens a blind episode for its `path`, `ReadableEvent` ends it.
+
+A service keeps `open_episodes()` in its state and hands them to `restore` after a restart:
+a stall that fires again before any progress is the same episode, not alerted twice, and its
+recovery is still sent.
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ class AlertReporter:
 
     def event(self, event: Event) -> None:
         if isinstance(event, StallEvent):
+            if self._open is not None:
+                return  # restored from before a restart: the same episode goes on
             self._gathering = (event, episode_id(self.origin, stall_started(event)))
         elif isinstance(event, RecoveredEvent):
             if self._gathering is not None:
@@ -80,6 +86,17 @@ class AlertReporter:
             event, self._early_recovery = self._early_recovery, None
             self.submit(recovered_payload(self._open, event.wall, event))
             self._open = None
+
+    def open_episodes(self) -> list[Mapping[str, Any]]:
+        """The alerts of the episodes alerted and not yet recovered, for a service's state."""
+        return [*([self._open] if self._open is not None else []), *self._blind.values()]
+
+    def restore(self, episodes: list[Mapping[str, Any]]) -> None:
+        for payload in episodes:
+            if payload.get("event") == "blind":
+                self._blind[str(payload.get("log"))] = payload
+            elif payload.get("event") == "stall":
+                self._open = payload
 
     def refresh(self, view: View) -> None:
         """Alerts are sent on events only."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from hangwatch.alerts.payload import Origin
@@ -70,3 +71,20 @@ def test_blind_and_readable_events_are_known_by_name_one_alert_per_episode():
     rep.event(ReadableEvent("/l/rank0.log", 150.0))  # type: ignore[arg-type]
     assert [a["event"] for a in sent] == ["blind", "recovered"]
     assert sent[1]["recovered_from"] == "blind" and sent[1]["episode"] == sent[0]["episode"]
+
+
+def test_restored_episodes_are_not_alerted_again_and_still_recover():
+    before, sent_before = reporter()
+    event = stall(100.0)
+    before.event(event)
+    before.incident(Incident(event, "/r", ()))
+    saved = json.loads(json.dumps(before.open_episodes()))  # through a state file
+    after, sent = reporter()  # the restarted service
+    after.restore(saved)
+    again = stall(100.0, idle=40.0)  # the engine fires anew: no progress came in between
+    after.event(again)
+    after.incident(Incident(again, "/r2", ()))
+    after.event(RecoveredEvent("weight_sync", 1.0, "log", 9, 200.0))
+    assert [a["event"] for a in sent] == ["recovered"]
+    assert sent[0]["episode"] == sent_before[0]["episode"]
+    assert after.open_episodes() == []
