@@ -96,7 +96,12 @@ class _Worker:
     def _deliver(self, handle: Any, payload: Mapping[str, Any]) -> None:
         name = self.target.spec.display
         try:
-            self.target.send(payload)
+            try:
+                self.target.send(payload)
+            except DeliveryError:
+                raise
+            except Exception as exc:  # a thread that dies would lose every later alert
+                raise DeliveryError(f"{type(exc).__name__}: {exc}", retry=True) from None
         except DeliveryError as exc:
             self.failures += 1
             if not exc.retry:

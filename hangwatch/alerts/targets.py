@@ -8,6 +8,7 @@ help. Targets are called from the sender's threads only, never from the watch lo
 from __future__ import annotations
 
 import hashlib
+import http.client
 import json
 import os
 import shlex
@@ -102,6 +103,8 @@ def check_url(url: str) -> str | None:
         parts.port  # noqa: B018  (raises on a bad port)
     except ValueError as exc:
         return f"not a URL: {exc}"
+    if any(c.isspace() or not c.isprintable() for c in url):
+        return "the URL has spaces or control characters"
     if parts.scheme not in ("http", "https"):
         return "the URL must start with http:// or https://"
     if not parts.hostname:
@@ -141,6 +144,10 @@ def post_json(url: str, body: Any, timeout: float) -> None:
         # 408 and 429 say "later"; 5xx may pass; any other 4xx would be refused again.
         retry = exc.code >= 500 or exc.code in (408, 429) or exc.code < 400
         raise DeliveryError(f"HTTP {exc.code} {exc.reason}", retry=retry) from None
+    except http.client.InvalidURL:  # its message would quote the URL, token and all
+        raise DeliveryError("invalid URL", retry=False) from None
+    except http.client.HTTPException as exc:  # a connection dropped mid-answer
+        raise DeliveryError(f"bad answer: {type(exc).__name__}", retry=True) from None
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         raise DeliveryError(redact_text(f"cannot reach: {reason}"), retry=True) from None

@@ -78,3 +78,26 @@ def test_a_target_that_hangs_does_not_hold_up_another(tmp_path: Path):
         sender.close(0.0)
     labels = [s.label for s in sender.stats()]
     assert labels == ["webhook:127.0.0.1", "webhook:127.0.0.1#2"]  # series of their own
+
+
+def test_an_unexpected_error_in_a_target_does_not_end_its_thread(tmp_path: Path):
+    class Flaky:
+        spec = TargetSpec("webhook", url="http://127.0.0.1:1/h")
+
+        def __init__(self) -> None:
+            self.calls = 0
+            self.got: list[dict] = []
+
+        def send(self, payload) -> None:
+            self.calls += 1
+            if self.calls == 1:
+                raise RuntimeError("boom")
+            self.got.append(payload)
+
+    log: list[str] = []
+    sender = Sender([Flaky.spec], tmp_path, log=log.append, backoff=FAST)
+    flaky = sender.workers[0].target = Flaky()
+    sender.start()
+    sender.submit(alert(1))
+    assert sender.close(5.0) == []
+    assert flaky.got == [alert(1)] and "RuntimeError: boom" in log[0]
