@@ -52,7 +52,8 @@ def test_watch_sends_one_stall_alert_per_episode_and_a_recovered(tmp_path: Path)
 
 def test_a_receiver_that_never_answers_does_not_delay_the_stall_event(tmp_path: Path):
     """The alert of the first stall holds the sender in a 5 s request; both stall events
-    still come on time: at most 1 s after the threshold (measured: about 0.1 s)."""
+    still come on time: at most 1 s after the threshold (measured: 17-25 ms, as without a
+    target)."""
     log = tmp_path / "train.log"
     with Receiver(hang=True) as receiver:
         written = append(log, STALLING)
