@@ -91,8 +91,11 @@ class AlertReporter:
         """The alerts of the episodes alerted and not yet recovered, for a service's state."""
         return [*([self._open] if self._open is not None else []), *self._blind.values()]
 
-    def restore(self, episodes: list[Mapping[str, Any]]) -> None:
+    def restore(self, episodes: list[Mapping[str, Any]],
+                keep_firing: Submit = lambda _: None) -> None:
+        """`keep_firing` is `Sender.keep_firing`: Alertmanager re-posts of these resume."""
         for payload in episodes:
+            keep_firing(payload)
             if payload.get("event") == "blind":
                 self._blind[str(payload.get("log"))] = payload
             elif payload.get("event") == "stall":

@@ -169,6 +169,12 @@ class Sender:
         if not self._closed:
             self._inbox.put(payload)
 
+    def keep_firing(self, payload: Mapping[str, Any]) -> None:
+        """A restored open episode: Alertmanager targets keep it alive (others need nothing)."""
+        for worker in self.workers:
+            if isinstance(worker.target, AlertmanagerTarget):
+                worker.target.keep_firing(payload)
+
     def _spool_all(self) -> None:
         while (payload := self._inbox.get()) is not None:
             for worker in self.workers:

@@ -183,6 +183,11 @@ class AlertmanagerTarget:
             else:
                 self._firing[str(payload["episode"])] = payload
 
+    def keep_firing(self, payload: Mapping[str, Any]) -> None:
+        """An episode alerted before a restart: re-sent with the others from now on."""
+        with self._lock:
+            self._firing[str(payload["episode"])] = payload
+
     def resend(self) -> None:
         """Keep firing alerts alive; a failure here is retried at the next period."""
         with self._lock:

@@ -74,6 +74,19 @@ def test_alertmanager_posts_to_api_v2_alerts_and_keeps_firing_alerts_alive():
     assert resolved["endsAt"] < firing["endsAt"]
 
 
+def test_an_episode_restored_after_a_restart_is_kept_firing_in_alertmanager():
+    with Receiver() as receiver:
+        target = make_target(TargetSpec("alertmanager", url=receiver.url("/")))
+        assert isinstance(target, AlertmanagerTarget)
+        target.resend()
+        assert receiver.posts == []
+        target.keep_firing(PAYLOAD)
+        target.resend()
+        [(_, [alert])] = receiver.posts
+    assert alert["labels"]["alertname"] == "HangwatchStall"
+    assert alert["annotations"]["episode"] == "ep1"
+
+
 RECORDER = textwrap.dedent("""
     import json, os, sys
     out = sys.argv[1]
