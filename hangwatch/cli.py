@@ -16,7 +16,8 @@ from hangwatch.commands.doctor import add_options as doctor_options
 from hangwatch.core.durations import parse_duration
 from hangwatch.errors import ExitStatus, HangwatchError
 
-SUBCOMMANDS = ("watch", "check", "demo", "rules", "snapshot", "run", "serve", "doctor")
+SUBCOMMANDS = ("watch", "check", "demo", "rules", "snapshot", "run", "serve", "doctor",
+               "alert-test")
 DEFAULT_STALL = "10m"
 
 
@@ -77,6 +78,25 @@ def _watch_options(parser: argparse.ArgumentParser) -> None:
     snap.add_argument("--no-stacks", dest="stacks", action="store_false",
                       help="skip py-spy stack dumps")
     snap.add_argument("--native", action="store_true", help="py-spy --native stacks")
+    tell = parser.add_argument_group("alerts and metrics")
+    tell.add_argument("--name", metavar="NAME",
+                      help="the watch's name in alerts and metrics (default: the command's "
+                           "name for run, the first log's name for watch)")
+    _alert_target_options(tell)
+    tell.add_argument("--state-dir", metavar="DIR",
+                      help="where undelivered alerts are kept (default: the user cache folder)")
+    tell.add_argument("--metrics", metavar="[HOST:]PORT",
+                      help="serve Prometheus /metrics and /healthz (host defaults to 127.0.0.1)")
+
+
+def _alert_target_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    parser.add_argument("--webhook", action="append", default=[], metavar="URL",
+                        help="POST each alert as JSON to URL (repeatable; Slack-compatible)")
+    parser.add_argument("--alertmanager", action="append", default=[], metavar="URL",
+                        help="send alerts to the Alertmanager at URL (repeatable)")
+    parser.add_argument("--alert-exec", action="append", default=[], metavar="'CMD ARGS'",
+                        help="run a command per alert, the alert as JSON on stdin and in "
+                             "HANGWATCH_* variables; never through a shell (repeatable)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -145,6 +165,12 @@ def build_parser() -> argparse.ArgumentParser:
     _serve_parser(sub)
     doctor_options(sub.add_parser("doctor", help="preflight: find what would hang a job before "
                                              "it starts (exit 1 when a check fails)"), duration)
+
+    alert_test = sub.add_parser("alert-test", help="send a sample alert to check the pipe")
+    _alert_target_options(alert_test)
+    alert_test.add_argument("--config", metavar="FILE",
+                            help="the targets under `alerts:` in a service config file")
+    alert_test.add_argument("--json", action="store_true", help="one JSON object per target")
     return parser
 
 
@@ -201,7 +227,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
         return ExitStatus.USAGE
     _settle_stall(args)
     try:
-        module = importlib.import_module(f"hangwatch.commands.{args.command}")
+        module = importlib.import_module(f"hangwatch.commands.{args.command.replace('-', '_')}")
         return int(module.run(args, out, err))
     except HangwatchError as exc:
         print(f"hangwatch: {exc}", file=err)

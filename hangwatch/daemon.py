@@ -49,9 +49,11 @@ class SessionOptions:
     exit_on_stall: bool = False
     refresh_s: float | None = None  # redraw period for live views; None: only on events
     stuck_after_s: float = 5.0
+    turn_s: float | None = None  # the loop turns at least this often (health checks)
 
 
 Collector = Callable[[StallEvent], tuple[dict[str, Any] | None, list[Advice], list[str]]]
+TurnHook = Callable[[Engine], None]  # called on every turn of the loop: it is alive
 
 
 class Session:
@@ -60,7 +62,7 @@ class Session:
 
     def __init__(self, engine: Engine, reporters: Sequence[Reporter], options: SessionOptions,
                  sources: Sequence[str], *, collect: Collector | None = None,
-                 watched: Sequence[Watched] = (),
+                 watched: Sequence[Watched] = (), on_turn: Sequence[TurnHook] = (),
                  queue_: queue.Queue[Any] | None = None) -> None:
         self.engine = engine
         self.reporters = list(reporters)
@@ -68,6 +70,7 @@ class Session:
         self.sources = tuple(sources)
         self.collect = collect
         self.watched: Sequence[Watched] = watched
+        self.on_turn = list(on_turn)
         self.queue: queue.Queue[Any] = (queue.Queue(maxsize=QUEUE_BLOCKS) if queue_ is None
                                         else queue_)
         self.tail: deque[str] = deque(maxlen=TAIL_LINES)
@@ -103,6 +106,8 @@ class Session:
         self._dispatch(self.engine.tick())
         self._check_stuck()
         self._maybe_refresh()
+        for hook in self.on_turn:
+            hook(self.engine)
         if self._ended and self._collecting is None:
             return ExitStatus.OK
         return None
@@ -113,8 +118,8 @@ class Session:
 
     def wait_s(self) -> float | None:
         """How long the loop may sleep before `turn()` has something to do by the clock."""
-        waits = [w for w in (self.engine.seconds_to_deadline(), self.options.refresh_s) if
-                 w is not None]
+        waits = [w for w in (self.engine.seconds_to_deadline(), self.options.refresh_s,
+                             self.options.turn_s) if w is not None]
         if self.watched:
             waits.append(STUCK_CHECK_S)
         return max(0.01, min(waits)) if waits else None

@@ -54,15 +54,21 @@ class DiskStore:
                 old.unlink()
 
 
-def default_store(env: Mapping[str, str] = os.environ) -> DiskStore | None:
-    """The user's cache folder, or None when the cache is turned off."""
+def cache_folder(env: Mapping[str, str] = os.environ) -> Path | None:
+    """hangwatch's folder in the user's cache, or None when caching is turned off."""
     chosen = env.get(CACHE_ENV)
     if chosen is not None:
-        return DiskStore(Path(chosen).expanduser()) if chosen else None
+        return Path(chosen).expanduser() if chosen else None
     base = env.get("XDG_CACHE_HOME")
     if not base:
         try:
             base = str(Path.home() / ".cache")
         except RuntimeError:  # no HOME and no passwd entry (some containers)
             return None
-    return DiskStore(Path(base) / "hangwatch")
+    return Path(base) / "hangwatch"
+
+
+def default_store(env: Mapping[str, str] = os.environ) -> DiskStore | None:
+    """The user's cache folder, or None when the cache is turned off."""
+    folder = cache_folder(env)
+    return DiskStore(folder) if folder is not None else None

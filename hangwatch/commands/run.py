@@ -18,6 +18,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
 
+from hangwatch.commands import alerting
 from hangwatch.commands.watch import engine_for, snapshot_options
 from hangwatch.config import load_rule_set
 from hangwatch.core.durations import format_duration
@@ -132,9 +133,13 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     # The job's tree is known exactly: the snapshot needs no discovery from the log.
     collect = evidence_collector(rules, lambda: snapshot_options(
         args, [], known_tree=job.known_pids() if job is not None else []))
-    session = Session(engine, make_reporters(args, err),
-                      SessionOptions(report_dir=Path(args.report_dir), exit_on_stall=True),
-                      [str(log_path)], collect=collect if args.snapshot else None)
+    telling = alerting.start(args, name=alerting.default_name(args, [str(log_path)], argv),
+                             logs=[str(log_path)], err=err)
+    session = Session(engine, [*make_reporters(args, err), *telling.reporters],
+                      SessionOptions(report_dir=Path(args.report_dir), exit_on_stall=True,
+                                     turn_s=telling.turn_s),
+                      [str(log_path)], collect=collect if args.snapshot else None,
+                      on_turn=telling.on_turn)
     producer = Producer(session.queue)
     release_orphans = adopt_orphans()
     interrupts = Interrupts(args.grace)
@@ -147,6 +152,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except JobStartError as exc:
         interrupts.restore()
         release_orphans()
+        telling.close(err)
         print(f"hangwatch: {exc}", file=err)
         return exc.exit_status
     interrupts.attach(job)
@@ -163,6 +169,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         interrupts.restore()
         release_orphans()
         session.close()
+        telling.close(err)
     if job.stopped is not None:
         print(f"hangwatch: ended the job: SIGTERM to {job.stopped.terminated} process(es)"
               + (f", SIGKILL to {job.stopped.killed} still running after "

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from hangwatch.commands import alerting
 from hangwatch.config import load_rule_set
 from hangwatch.core.clock import SystemClock
 from hangwatch.core.engine import Engine
@@ -74,14 +75,18 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     rules = load_rule_set(args.rules)
     paths = [Path(p) for p in args.logs]
+    sources = [str(p) for p in paths]
     engine = engine_for(rules, args)
     collect = None
     if args.snapshot:
         collect = evidence_collector(rules, lambda: snapshot_options(args, paths))
+    telling = alerting.start(args, name=alerting.default_name(args, sources), logs=sources,
+                             err=err)
     options = SessionOptions(report_dir=Path(args.report_dir), exit_on_stall=args.exit_on_stall,
-                             refresh_s=LIVE_REFRESH_S if is_live(args, out) else None)
-    session = Session(engine, make_reporters(args, out), options, [str(p) for p in paths],
-                      collect=collect)
+                             refresh_s=LIVE_REFRESH_S if is_live(args, out) else None,
+                             turn_s=telling.turn_s)
+    session = Session(engine, [*make_reporters(args, out), *telling.reporters], options, sources,
+                      collect=collect, on_turn=telling.on_turn)
     group = FollowerGroup(paths, out=session.queue, poll=args.poll)
     session.watched = group.followers
     group.start()
@@ -92,3 +97,4 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     finally:
         group.stop()
         session.close()
+        telling.close(err)
