@@ -182,15 +182,21 @@ class Session:
                 advice = [*advice, *evidence_advice]
             except Exception as exc:  # evidence must never take the watcher down
                 findings.append(f"evidence collection failed: {type(exc).__name__}: {exc}")
+        firsts: dict[str, Advice] = {}
+        for item in advice:  # the engine's and the evidence's may say the same
+            firsts.setdefault(item.text, item)
+        advice = list(firsts.values())
         try:
             from hangwatch.reporters.incident import write_incident
 
-            report = str(write_incident(self.options.report_dir, stall=stall,
+            # Absolute: machines (JSON events, alerts) read it from elsewhere.
+            report = str(write_incident(self.options.report_dir.absolute(), stall=stall,
                                         timeline=timeline, log_tail=tail, sources=self.sources,
                                         snapshot=snapshot, advice=advice))
         except Exception as exc:
             findings.append(f"could not write the incident report: {type(exc).__name__}: {exc}")
-        self.queue.put(_IncidentReady(Incident(stall, report, tuple(advice), tuple(findings))))
+        self.queue.put(_IncidentReady(Incident(stall, report, tuple(advice),
+                                               tuple(dict.fromkeys(findings)))))
 
     # --- live views ----------------------------------------------------------------------
 

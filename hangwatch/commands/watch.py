@@ -12,7 +12,7 @@ from hangwatch.core.clock import SystemClock
 from hangwatch.core.engine import Engine
 from hangwatch.core.rules import RuleSet
 from hangwatch.daemon import Session, SessionOptions, evidence_collector
-from hangwatch.errors import ExitStatus
+from hangwatch.errors import ExitStatus, HangwatchError
 from hangwatch.reporters.base import Reporter
 
 LIVE_REFRESH_S = 1.0
@@ -37,14 +37,31 @@ def make_reporters(args: argparse.Namespace, out: TextIO) -> list[Reporter]:
     if args.json:
         from hangwatch.reporters.jsonl import JsonReporter
 
-        return [JsonReporter(out)]
+        return [JsonReporter(out), *events_reporters(args)]
     if is_live(args, out):
         from hangwatch.reporters.console import ConsoleReporter
 
-        return [ConsoleReporter(out)]
+        return [ConsoleReporter(out), *events_reporters(args)]
     from hangwatch.reporters.plain import PlainReporter
 
-    return [PlainReporter(out)]
+    return [PlainReporter(out), *events_reporters(args)]
+
+
+def events_reporters(args: argparse.Namespace) -> list[Reporter]:
+    """`--events FILE`: every event as JSON Lines in a file of its own, whatever the output."""
+    path = getattr(args, "events", None)
+    if not path:
+        return []
+    from hangwatch.reporters.jsonl import JsonReporter
+
+    class EventsFile(JsonReporter):
+        def close(self) -> None:
+            self.out.close()
+
+    try:
+        return [EventsFile(open(path, "w", encoding="utf-8"))]
+    except OSError as exc:
+        raise HangwatchError(f"--events: cannot write {path}: {exc.strerror or exc}") from None
 
 
 def snapshot_options(args: argparse.Namespace, paths: Sequence[Path],
