@@ -56,6 +56,7 @@ def test_rules_exits_0_or_2_on_bad_input(tmp_path: Path):
     assert status_of("rules", "lint", str(tmp_path / "bad.yaml")) == 2
     assert status_of("rules", "test", str(log)) == 0
     assert status_of("rules", "test", str(tmp_path / "missing.log")) == 2
+    assert status_of("rules", "test", str(log), "--show", "sideways") == 2
 
 
 def test_watch_exits_3_on_a_stall_with_exit_on_stall_and_2_on_a_bad_rule_file(tmp_path: Path):
