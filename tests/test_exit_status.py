@@ -100,7 +100,8 @@ def to_closed_pipe(*argv: str, timeout: float = 60) -> subprocess.CompletedProce
     ["check", "{log}"],
     ["rules", "test", "{log}", "--show", "all"],
     ["rules", "list"],
-], ids=["check --json", "check", "rules test", "rules list"])
+    ["snapshot", "--no-stacks"],
+], ids=["check --json", "check", "rules test", "rules list", "snapshot"])
 def test_a_closed_pipe_ends_a_command_quietly_with_141(tmp_path: Path, argv: list[str]):
     log = old_log(tmp_path / "done.log", FINISHED)
     done = to_closed_pipe(*[a.format(log=log) for a in argv])

@@ -50,7 +50,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     else:
         # Off a terminal rich assumes 80 columns, too narrow for the process table.
         width = None if out.isatty() else 120
-        render(snapshot, Console(file=out, highlight=False, width=width))
+        render(snapshot, _Console(file=out, highlight=False, width=width))
     if folder is not None:
         err.write(f"hangwatch: snapshot written to {folder}\n")
     return ExitStatus.USAGE if args.report_dir and folder is None else ExitStatus.OK
@@ -65,6 +65,13 @@ def _keep(snapshot: dict[str, Any], report_dir: str, err: TextIO) -> Path | None
         err.write(f"hangwatch: cannot write the snapshot under {report_dir}: "
                   f"{exc.strerror or exc}\n")
         return None
+
+
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        """rich would exit 1 here; a closed pipe ends every command alike (cli.py)."""
+        self.quiet = True
+        raise BrokenPipeError
 
 
 def render(snapshot: dict[str, Any], console: Console) -> None:
