@@ -247,9 +247,9 @@ class Prefilter:
         mask, strict = candidates
         if strict:
             mask |= self._noise_mask(raw)
-        rule = next(e.rule for e in self._noise if mask >> e.pid & 1
-                    and ((strict and e.exact) or self._search(e.pattern, text)))
-        return LineMatch(noise=rule)
+        rule = next((e.rule for e in self._noise if mask >> e.pid & 1
+                     and ((strict and e.exact) or self._search(e.pattern, text))), None)
+        return None if rule is None else LineMatch(noise=rule)  # None: a search timed out
 
     def _scan(self, data: bytes) -> list[_Line]:
         """The lines some pattern (other than an exact noise rule) may hit, or with a byte
