@@ -1,4 +1,5 @@
-"""Benchmark 1 (and 4, memory): read a big log once, against grep with the same patterns."""
+"""Benchmark 1 (and 4, memory): read a big log once, against grep with the same patterns;
+and `hangwatch rules test` on the same log, against `hangwatch check`."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from hangwatch.core.prefilter import Prefilter, try_build
 from hangwatch.core.rules import RuleSet
 
 RATIO_GOAL = 1.5
+RULES_TEST_GOAL = 3.0  # `rules test` against `check`, both run as a user runs them
 RSS_GOAL_MB = 80.0
 MIXES = ("nccl-info", "dense")  # the goal holds for the first; the second is reported
 
@@ -41,6 +43,7 @@ def run(tmp: Path, size: int, runs: int, verify_bytes: int) -> list[Row]:
         warm(log)
         what = f"{size >> 20} MiB {mix}"
         fast, rss = Series(), Series()
+        cli = {"check": Series(), "rules test": Series()}
         greps = {label: Series() for label in references}
         for i in range(runs):  # interleaved, so that noise from other work hits all alike
             note(f"{mix} run {i + 1}/{runs}")
@@ -54,7 +57,16 @@ def run(tmp: Path, size: int, runs: int, verify_bytes: int) -> list[Row]:
                 raise RuntimeError(f"catch-up failed: {f.stderr}")
             fast.add(f.wall)
             rss.add(f.max_rss_mb)
+            for command, series in cli.items():
+                c = run_timed([PYTHON, "-m", "hangwatch", *command.split(), str(log)], env=cache)
+                if c.rc not in (0, 3):
+                    raise RuntimeError(f"{command} failed: {c.stderr}")
+                series.add(c.wall)
         rows += ratio_rows(what, fast, greps, goal=mix == MIXES[0])
+        ratio = cli["rules test"].median / cli["check"].median
+        rows.append(Row("rules test", f"{what}: `rules test` vs `check`",
+                        cli["rules test"].text(), cli["check"].text(), f"{ratio:.2f}x",
+                        f"<= {RULES_TEST_GOAL:g}x", ratio <= RULES_TEST_GOAL))
         rows.append(Row("memory", f"{what}: peak RSS of check", rss.text("MB", 0), "", "",
                         f"< {RSS_GOAL_MB:.0f} MB", max(rss.values) < RSS_GOAL_MB))
         if prefilter is not None:

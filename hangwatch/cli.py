@@ -6,7 +6,9 @@ Subcommand modules are imported only when chosen, so `hangwatch --help` stays fa
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from typing import TextIO
@@ -19,6 +21,15 @@ from hangwatch.errors import ExitStatus, HangwatchError
 SUBCOMMANDS = ("watch", "check", "demo", "rules", "snapshot", "run", "serve", "doctor",
                "alert-test")
 DEFAULT_STALL = "10m"
+REPORT_DIR = "hangwatch-reports"
+# Options shared by commands say the same everywhere.
+NAME_HELP = ("the watch's name in alerts, metrics and state files (default: main for serve, "
+             "the command's name for run, the first log's name for watch)")
+STATE_DIR_HELP = ("kept across restarts: undelivered alerts, and for serve each watch's "
+                  "offsets, phases and episodes (default: the user cache folder)")
+CONFIG_HELP = "a service config file (YAML); alert-test sends to its `alerts:` targets"
+RULES_HELP = ("extra rule pack file or folder (repeatable); a phase with an existing id "
+              "overrides the built-in one")
 
 
 def duration(text: str) -> float:
@@ -44,10 +55,20 @@ def _settle_stall(args: argparse.Namespace) -> None:
         args.stall_given = hasattr(args, "stall")
 
 
-def _rule_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+def _rules_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     parser.add_argument("--rules", action="append", default=[], metavar="PATH",
-                        help="extra rule pack file or folder (repeatable); a phase with an "
-                             "existing id overrides the built-in one")
+                        help=RULES_HELP)
+
+
+def _stall_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+                  default: str | None = None) -> None:
+    """`--stall`; without a default of its own, an absent flag leaves the packs'
+    stall_after in force (see `_settle_stall`)."""
+    if default is not None:
+        parser.add_argument("--stall", type=duration, default=duration(default),
+                            metavar="DURATION",
+                            help=f"no progress for this long is a stall (default {default})")
+        return
     parser.add_argument("--stall", type=duration, default=None, metavar="DURATION",
                         help="no progress for this long is a stall; given, it outranks the "
                              "packs' stall_after (default 10m, or the phase's stall_after; "
@@ -58,33 +79,46 @@ def _rule_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> 
                              "--stall")
 
 
+def _report_dir_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+                       default: str | None = REPORT_DIR) -> None:
+    parser.add_argument("--report-dir", default=default, metavar="DIR",
+                        help=f"where incident reports go (default ./{default})" if default
+                        else "also write the snapshot into a new folder under DIR")
+
+
+def _rule_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    _rules_option(parser)
+    _stall_option(parser)
+
+
+def _snapshot_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    parser.add_argument("--pid", action="append", type=int, default=[], metavar="PID",
+                        help="the job's processes (repeatable); default: find the log's writers")
+    parser.add_argument("--match", metavar="REGEX",
+                        help="also snapshot processes whose command line matches")
+    parser.add_argument("--no-stacks", dest="stacks", action="store_false",
+                        help="skip py-spy stack dumps")
+    parser.add_argument("--native", action="store_true", help="py-spy --native stacks")
+
+
 def _watch_options(parser: argparse.ArgumentParser) -> None:
     _rule_options(parser)
     out = parser.add_argument_group("output")
-    out.add_argument("--json", action="store_true", help="JSON Lines on stdout, one per event")
+    out.add_argument("--json", action="store_true", help="JSON Lines, one per event")
     out.add_argument("--plain", action="store_true",
                      help="plain timestamped lines even on a terminal")
-    out.add_argument("--report-dir", default="hangwatch-reports", metavar="DIR",
-                     help="where incident reports go (default ./hangwatch-reports)")
-    out.add_argument("--exit-on-stall", action="store_true",
-                     help="exit 3 after reporting the first stall")
+    out.add_argument("--events", metavar="FILE",
+                     help="also write every event as JSON Lines to FILE (created or emptied; "
+                          "/dev/fd/N for an inherited descriptor)")
+    _report_dir_option(out)
     snap = parser.add_argument_group("snapshots on a stall")
-    snap.add_argument("--pid", action="append", type=int, default=[], metavar="PID",
-                      help="the job's processes (repeatable); default: find the log's writers")
-    snap.add_argument("--match", metavar="REGEX", help="also snapshot processes whose command "
-                                                       "line matches")
+    _snapshot_options(snap)
     snap.add_argument("--no-snapshot", dest="snapshot", action="store_false",
                       help="do not collect GPU/process/stack evidence")
-    snap.add_argument("--no-stacks", dest="stacks", action="store_false",
-                      help="skip py-spy stack dumps")
-    snap.add_argument("--native", action="store_true", help="py-spy --native stacks")
     tell = parser.add_argument_group("alerts and metrics")
-    tell.add_argument("--name", metavar="NAME",
-                      help="the watch's name in alerts and metrics (default: the command's "
-                           "name for run, the first log's name for watch)")
+    tell.add_argument("--name", metavar="NAME", help=NAME_HELP)
     _alert_target_options(tell)
-    tell.add_argument("--state-dir", metavar="DIR",
-                      help="where undelivered alerts are kept (default: the user cache folder)")
+    tell.add_argument("--state-dir", metavar="DIR", help=STATE_DIR_HELP)
     tell.add_argument("--metrics", metavar="[HOST:]PORT",
                       help="serve Prometheus /metrics and /healthz (host defaults to 127.0.0.1)")
 
@@ -105,51 +139,60 @@ def build_parser() -> argparse.ArgumentParser:
         description="Watch a training job's log; on a stall say where it hung, why, and what "
                     "to do.  `hangwatch LOG` is short for `hangwatch watch LOG`.",
         epilog="exit status: 0 ok, 1 a doctor check failed, 2 usage or rule error, 3 stall "
-               "detected, 130 interrupted; `run` otherwise passes the job's own status through",
+               "detected, 130 interrupted, 141 the reader of our output went away; `run` "
+               "otherwise passes the job's own status through",
     )
     parser.add_argument("--version", action="version", version=f"hangwatch {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND",
+                                help="what to do (`hangwatch LOG` is `hangwatch watch LOG`)")
 
     watch = sub.add_parser("watch", help="follow logs live and report stalls (the default)")
     watch.add_argument("logs", nargs="+", metavar="LOG", help="log file(s); may not exist yet")
     watch.add_argument("--poll", action="store_true",
                        help="poll the files instead of using inotify notifications")
     _watch_options(watch)
+    watch.add_argument("--exit-on-stall", action="store_true",
+                       help="exit 3 after reporting the first stall")
 
     check = sub.add_parser("check", help="read a finished or killed log once: timeline, "
                                          "verdict, advice (exit 3 when stalled)")
-    check.add_argument("logs", nargs="+", metavar="LOG")
+    check.add_argument("logs", nargs="+", metavar="LOG", help="log file(s) to read")
     check.add_argument("--json", action="store_true", help="one JSON object")
     _rule_options(check)
 
     demo = sub.add_parser("demo", help="run a small job that hangs in weight sync, and watch it")
-    demo.add_argument("--stall", type=duration, default=duration("5s"), metavar="DURATION")
-    demo.add_argument("--report-dir", default="hangwatch-reports", metavar="DIR")
-    demo.add_argument("--plain", action="store_true", help="plain lines even on a terminal")
+    _stall_option(demo, "5s")
+    _report_dir_option(demo)
+    demo.add_argument("--plain", action="store_true",
+                      help="plain timestamped lines even on a terminal")
 
     rules = sub.add_parser("rules", help="list, show, lint and test rule packs")
-    rules_sub = rules.add_subparsers(dest="rules_command", metavar="ACTION", required=True)
+    rules_sub = rules.add_subparsers(dest="rules_command", metavar="ACTION", required=True,
+                                     help="what to do with rule packs")
     rules_list = rules_sub.add_parser("list", help="packs with their rule counts")
     rules_show = rules_sub.add_parser("show", help="a pack's effective rules")
-    rules_show.add_argument("pack")
+    rules_show.add_argument("pack", help="the pack's name, as `rules list` gives it")
     rules_lint = rules_sub.add_parser("lint", help="validate rule files (exit 2 on errors)")
-    rules_lint.add_argument("files", nargs="+", metavar="FILE")
+    rules_lint.add_argument("files", nargs="+", metavar="FILE",
+                            help="rule pack file(s) or folder(s)")
     rules_test = rules_sub.add_parser("test", help="which rule each line of a log hits")
-    rules_test.add_argument("log", metavar="LOG")
+    rules_test.add_argument("log", metavar="LOG", help="the log to try the rules on")
+    rules_test.add_argument("--show", default="", metavar="WHICH",
+                            help="lines to explain one by one: matched, unmatched, all, a line "
+                                 "N or a range N-M / N- (comma-separated; default: only the "
+                                 "summary)")
     for p in (rules_list, rules_show, rules_test):
-        p.add_argument("--rules", action="append", default=[], metavar="PATH")
+        _rules_option(p)
     for p in (rules_list, rules_show, rules_lint, rules_test):
-        p.add_argument("--json", action="store_true")
+        p.add_argument("--json", action="store_true", help="one JSON object")
 
     snapshot = sub.add_parser("snapshot", help="collect GPU, process, stack and system "
                                                "evidence now")
-    snapshot.add_argument("--pid", action="append", type=int, default=[], metavar="PID")
-    snapshot.add_argument("--match", metavar="REGEX")
+    _snapshot_options(snapshot)
     snapshot.add_argument("--log", action="append", default=[], metavar="PATH",
-                          help="find the processes writing this log")
-    snapshot.add_argument("--json", action="store_true")
-    snapshot.add_argument("--no-stacks", dest="stacks", action="store_false")
-    snapshot.add_argument("--native", action="store_true")
+                          help="find the processes writing this log (repeatable)")
+    snapshot.add_argument("--json", action="store_true", help="the snapshot as one JSON object")
+    _report_dir_option(snapshot, default=None)
 
     run = sub.add_parser("run", help="run a command as a CI gate: exit 3 when it stalls",
                          usage="hangwatch run [options] [--log FILE] -- CMD [ARGS...]")
@@ -161,15 +204,16 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--doctor", action="store_true", help="run `hangwatch doctor` first; "
                      "on a failed check do not start the job and exit 1")
     _watch_options(run)
-    run.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD")
+    run.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD",
+                     help="the command to run, after `--`")
     _serve_parser(sub)
-    doctor_options(sub.add_parser("doctor", help="preflight: find what would hang a job before "
-                                             "it starts (exit 1 when a check fails)"), duration)
+    doctor = sub.add_parser("doctor", help="preflight: find what would hang a job before it "
+                                           "starts (exit 1 when a check fails)")
+    doctor_options(doctor, duration, _rules_option)
 
     alert_test = sub.add_parser("alert-test", help="send a sample alert to check the pipe")
     _alert_target_options(alert_test)
-    alert_test.add_argument("--config", metavar="FILE",
-                            help="the targets under `alerts:` in a service config file")
+    alert_test.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
     alert_test.add_argument("--json", action="store_true", help="one JSON object per target")
     return parser
 
@@ -182,7 +226,7 @@ def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
               "[options] LOG...")
     serve.add_argument("logs", nargs="*", metavar="LOG",
                        help="without --config: one watch of these logs (paths or globs)")
-    serve.add_argument("--config", metavar="FILE", help="the service's YAML config")
+    serve.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
     serve.add_argument("--check-config", metavar="FILE",
                        help="validate FILE and the rules it names, then exit (2 on errors)")
     serve.add_argument("--json", action="store_true",
@@ -190,16 +234,13 @@ def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     serve.add_argument("--poll", action="store_true",
                        help="poll the files instead of using inotify notifications")
     one = serve.add_argument_group("one watch from flags (without --config)")
-    one.add_argument("--name", default="main", help="the watch's name (default main)")
-    one.add_argument("--state-dir", metavar="DIR",
-                     help="keep offsets, phases and episodes here across restarts")
+    one.add_argument("--name", default="main", help=NAME_HELP)
+    one.add_argument("--state-dir", metavar="DIR", help=STATE_DIR_HELP)
     _rule_options(one)
-    one.add_argument("--report-dir", default="hangwatch-reports", metavar="DIR")
-    one.add_argument("--pid", action="append", type=int, default=[], metavar="PID")
-    one.add_argument("--match", metavar="REGEX")
-    one.add_argument("--no-snapshot", dest="snapshot", action="store_false")
-    one.add_argument("--no-stacks", dest="stacks", action="store_false")
-    one.add_argument("--native", action="store_true")
+    _report_dir_option(one)
+    _snapshot_options(one)
+    one.add_argument("--no-snapshot", dest="snapshot", action="store_false",
+                     help="do not collect GPU/process/stack evidence")
 
 
 def _with_default_command(argv: list[str]) -> list[str]:
@@ -212,11 +253,27 @@ def _with_default_command(argv: list[str]) -> list[str]:
     return argv
 
 
+def mistyped_command(argv: Sequence[str]) -> str | None:
+    """The command meant by a first argument that is no command and no existing file, but is
+    close to a command's name (`chek`): watching it would wait forever for a file of that
+    name. A name with a dot or a slash is taken for a log that may not exist yet."""
+    word = argv[0] if argv else ""
+    if not word or word in SUBCOMMANDS or any(c in word for c in "./-") or os.path.exists(word):
+        return None
+    close = difflib.get_close_matches(word, SUBCOMMANDS, n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
          err: TextIO | None = None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
     args_list = list(sys.argv[1:] if argv is None else argv)
+    meant = mistyped_command(args_list)
+    if meant is not None:
+        print(f"hangwatch: {args_list[0]!r} is neither a command nor an existing file; "
+              f"did you mean `{meant}`?", file=err)
+        return ExitStatus.USAGE
     parser = build_parser()
     try:
         args = parser.parse_args(_with_default_command(args_list))
@@ -228,9 +285,23 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
     _settle_stall(args)
     try:
         module = importlib.import_module(f"hangwatch.commands.{args.command.replace('-', '_')}")
-        return int(module.run(args, out, err))
+        status = int(module.run(args, out, err))
+        out.flush()  # here, where a reader that went away is still ours to handle
+        return status
     except HangwatchError as exc:
         print(f"hangwatch: {exc}", file=err)
         return int(exc.status)
     except KeyboardInterrupt:
         return int(ExitStatus.INTERRUPTED)
+    except BrokenPipeError:
+        return _reader_gone(out, err)
+
+
+def _reader_gone(*streams: TextIO) -> int:
+    """The reader of our output went away (`| head`): stop quietly, with the status a shell
+    gives `cat` or `grep` ended by SIGPIPE."""
+    from hangwatch.files import discard_output
+
+    for stream in streams:
+        discard_output(stream)
+    return int(ExitStatus.READER_GONE)

@@ -49,6 +49,7 @@ class SessionOptions:
     exit_on_stall: bool = False
     refresh_s: float | None = None  # redraw period for live views; None: only on events
     stuck_after_s: float = 5.0
+    announce: bool = False  # say at start which stall threshold applies (a person reads it)
     turn_s: float | None = None  # the loop turns at least this often (health checks)
 
 
@@ -85,7 +86,8 @@ class Session:
 
     def run(self, should_stop: Callable[[], bool] = lambda: False) -> int:
         """Consume until stopped, the input ends, or (with exit_on_stall) a stall is reported."""
-        self._notice(Notice("", "threshold", threshold_text(self.engine)))
+        if self.options.announce:
+            self._notice(Notice("", "threshold", threshold_text(self.engine)))
         while not should_stop():
             try:
                 item = self.queue.get(timeout=self.wait_s())
@@ -207,15 +209,21 @@ class Session:
                 advice = [*advice, *evidence_advice]
             except Exception as exc:  # evidence must never take the watcher down
                 findings.append(f"evidence collection failed: {type(exc).__name__}: {exc}")
+        firsts: dict[str, Advice] = {}
+        for item in advice:  # the engine's and the evidence's may say the same
+            firsts.setdefault(item.text, item)
+        advice = list(firsts.values())
         try:
             from hangwatch.reporters.incident import write_incident
 
-            report = str(write_incident(self.options.report_dir, stall=stall,
+            # Absolute: machines (JSON events, alerts) read it from elsewhere.
+            report = str(write_incident(self.options.report_dir.absolute(), stall=stall,
                                         timeline=timeline, log_tail=tail, sources=self.sources,
                                         snapshot=snapshot, advice=advice))
         except Exception as exc:
             findings.append(f"could not write the incident report: {type(exc).__name__}: {exc}")
-        self.queue.put(_IncidentReady(Incident(stall, report, tuple(advice), tuple(findings))))
+        self.queue.put(_IncidentReady(Incident(stall, report, tuple(advice),
+                                               tuple(dict.fromkeys(findings)))))
 
     # --- live views ----------------------------------------------------------------------
 

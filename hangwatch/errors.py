@@ -11,6 +11,7 @@ class ExitStatus(enum.IntEnum):
     USAGE = 2
     STALL = 3
     INTERRUPTED = 130
+    READER_GONE = 141  # 128 + SIGPIPE: what a shell reports for `cat` when `head` has quit
     TERMINATED = 143
 
 

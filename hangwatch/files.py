@@ -1,4 +1,5 @@
-"""Files a reader must never see half-written (reports, CI results)."""
+"""Files a reader must never see half-written (reports, CI results), and output streams whose
+reader has gone."""
 
 from __future__ import annotations
 
@@ -21,3 +22,15 @@ def write_atomic(path: Path, data: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def discard_output(stream: object) -> None:
+    """Point the descriptor under `stream` at /dev/null once its reader has gone (`| head`):
+    what is still buffered, and the interpreter's own flush at exit, then go nowhere instead
+    of raising BrokenPipeError again (as the Python documentation advises). Streams without
+    a descriptor are left alone."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        fd = stream.fileno()  # type: ignore[attr-defined]
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, fd)
+        os.close(devnull)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import io
 import os
 import selectors
 import signal
@@ -21,13 +22,14 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import BinaryIO, Literal, NamedTuple, TextIO
+from typing import BinaryIO, Literal, NamedTuple, TextIO, cast
 
 import psutil
 
 from hangwatch.collectors.discover import ProcFS, descendants
 from hangwatch.core.lines import LineSplitter
 from hangwatch.errors import HangwatchError
+from hangwatch.files import discard_output
 
 Stream = Literal["stdout", "stderr"]
 Echo = Callable[[Stream, bytes], None]
@@ -59,23 +61,72 @@ def exit_status(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-def terminal_echo(out: TextIO, err: TextIO) -> Echo:
-    """Write the job's bytes unchanged to our own stdout/stderr (as text where no bytes layer)."""
+class Terminal:
+    """Our stdout and stderr, shared by the job's bytes (echoed unchanged) and hangwatch's own
+    lines. Those always start on a line of their own: the job's last write often ends mid-line
+    (tqdm draws its bar on stderr with no newline), and an event glued to it would be lost to a
+    reader that takes one JSON object a line. A stream whose reader went away (`| head`) is
+    dropped, and the job goes on: the log keeps every byte."""
 
-    def echo(stream: Stream, data: bytes) -> None:
-        target = out if stream == "stdout" else err
-        # A closed or broken terminal (`| head`) must not stop the log or the stall watch.
-        with contextlib.suppress(OSError, ValueError):
+    def __init__(self, out: TextIO, err: TextIO) -> None:
+        self._targets: dict[Stream, TextIO] = {"stdout": out, "stderr": err}
+        self._mid_line: dict[Stream, bool] = {"stdout": False, "stderr": False}
+        self._gone: set[Stream] = set()
+        self._lock = threading.Lock()  # the job's bytes come from the reader thread
+
+    def echo(self, stream: Stream, data: bytes) -> None:
+        """The job's bytes, as it wrote them (the `Echo` of `Job.start`)."""
+        with self._lock:
+            if data and self._write(stream, data):
+                self._mid_line[stream] = not data.endswith(b"\n")
+
+    def own(self, stream: Stream) -> TextIO:
+        """A text stream for hangwatch's own output on `stream`, passed on a whole line at a
+        time."""
+        return cast(TextIO, _OwnLines(self, stream))
+
+    def line(self, stream: Stream, text: str) -> None:
+        """Whole lines of hangwatch's own, after a newline if the job left its line open."""
+        with self._lock:
+            head = "\n" if self._mid_line[stream] else ""
+            if self._write(stream, (head + text).encode("utf-8", "replace")):
+                self._mid_line[stream] = False
+
+    def _write(self, stream: Stream, data: bytes) -> bool:
+        if stream in self._gone:
+            return False
+        target = self._targets[stream]
+        try:
             raw: BinaryIO | None = getattr(target, "buffer", None)
-            target.flush()  # whatever hangwatch itself printed goes first
             if raw is None:
                 target.write(data.decode("utf-8", "replace"))
                 target.flush()
             else:
+                target.flush()  # text written to it directly goes first
                 raw.write(data)
                 raw.flush()
+            return True
+        except (OSError, ValueError):  # the reader went away, or the stream was closed
+            self._gone.add(stream)
+            discard_output(target)
+            return False
 
-    return echo
+
+class _OwnLines(io.TextIOBase):
+    def __init__(self, terminal: Terminal, stream: Stream) -> None:
+        super().__init__()
+        self._terminal = terminal
+        self._stream = stream
+        self._partial = ""  # `print` writes its text and its newline apart
+
+    def write(self, text: str) -> int:
+        whole, newline, self._partial = (self._partial + text).rpartition("\n")
+        if newline:
+            self._terminal.line(self._stream, whole + newline)
+        return len(text)
+
+    def writable(self) -> bool:
+        return True
 
 
 def adopt_orphans() -> Callable[[], None]:

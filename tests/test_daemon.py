@@ -132,3 +132,38 @@ def test_stuck_reader_is_reported_unreadable_once_then_readable(tmp_path: Path):
     s._check_stuck()
     assert [n.kind for n in rec.notices] == ["unreadable", "readable"]
     assert "stall timer keeps running" in rec.notices[0].message
+
+
+def test_findings_evidence_and_advice_are_said_once_in_order(tmp_path: Path):
+    from hangwatch.core.events import Advice
+    from hangwatch.reporters.jsonl import incident_dict
+
+    def repeats(stall: StallEvent):
+        again = Advice(stall.advice[0].text, "evidence: same text as the phase's")
+        return None, [again, Advice("look at the GPUs", "gpus=idle")], ["b", "a", "b", "a"]
+
+    s, rec = session(tmp_path, collect=repeats)
+    s.queue.put(Block("train.log", b"[SYNC] Starting weight synchronization\n"))
+    assert s.run() == 3
+    [incident] = rec.incidents
+    assert incident.findings == ("b", "a")
+    texts = [a.text for a in incident.advice]
+    assert len(texts) == len(set(texts)) and texts[-1] == "look at the GPUs"
+    evidence = incident_dict(incident)["evidence"]
+    assert len(evidence) == len(set(evidence)) == 2  # the phase's, then the GPUs'
+    phase_because = incident.advice[0].because
+    markdown = (Path(incident.report or "") / "report.md").read_text()
+    assert markdown.count(phase_because) == 1
+
+
+def test_the_report_path_is_absolute_when_the_report_dir_is_relative(tmp_path: Path,
+                                                                      monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    recorder = Recorder()
+    engine = Engine(load_rule_set(), default_stall=0.5, clock=SystemClock())
+    s = Session(engine, [recorder], SessionOptions(report_dir=Path("reports"),
+                                                   exit_on_stall=True), ["train.log"])
+    s.queue.put(Block("train.log", b"[SYNC] Starting weight synchronization\n"))
+    assert s.run() == 3
+    report = Path(recorder.incidents[0].report or "")
+    assert report.is_absolute() and report.parent == tmp_path / "reports"

@@ -21,9 +21,9 @@ from hangwatch.runner import (
     Job,
     JobStartError,
     Stream,
+    Terminal,
     adopt_orphans,
     exit_status,
-    terminal_echo,
 )
 
 PY = sys.executable
@@ -277,14 +277,27 @@ def test_terminal_echo_writes_bytes_unchanged_or_text_without_a_bytes_layer():
     out = io.TextIOWrapper(raw_out, encoding="utf-8")
     err = io.TextIOWrapper(raw_err, encoding="utf-8")
     out.write("before ")
-    echo = terminal_echo(out, err)
-    echo("stdout", b"bar \xff\r\n")
-    echo("stderr", b"oops\n")
+    terminal = Terminal(out, err)
+    terminal.echo("stdout", b"bar \xff\r\n")
+    terminal.echo("stderr", b"oops\n")
     assert raw_out.getvalue() == b"before bar \xff\r\n"
     assert raw_err.getvalue() == b"oops\n"
-    text_out, text_err = io.StringIO(), io.StringIO()
-    terminal_echo(text_out, text_err)("stdout", "é\n".encode())
+    text_out = io.StringIO()
+    Terminal(text_out, io.StringIO()).echo("stdout", "é\n".encode())
     assert text_out.getvalue() == "é\n"
+
+
+def test_own_lines_start_on_a_line_of_their_own_after_the_jobs_open_line():
+    raw_err = io.BytesIO()
+    terminal = Terminal(io.StringIO(), io.TextIOWrapper(raw_err, encoding="utf-8"))
+    own = terminal.own("stderr")
+    terminal.echo("stderr", b"Training:  10%|#  | 1/10\r")  # a tqdm bar: no newline
+    print('{"event": "stall"}', file=own)  # print writes the text and the newline apart
+    terminal.echo("stderr", b"more\n")
+    print("hangwatch: ended the job", file=own)
+    assert raw_err.getvalue().decode().split("\n") == [
+        "Training:  10%|#  | 1/10\r", '{"event": "stall"}', "more",
+        "hangwatch: ended the job", ""]
 
 
 def test_a_closed_terminal_does_not_stop_the_log(jobs, tmp_path):
@@ -292,7 +305,7 @@ def test_a_closed_terminal_does_not_stop_the_log(jobs, tmp_path):
     closed.close()
     cap = Capture()
     job = Job.start([PY, "-c", "print('still logged')"], log_path=tmp_path / "out.log",
-                    echo=terminal_echo(closed, closed), on_lines=cap.on_lines)
+                    echo=Terminal(closed, closed).echo, on_lines=cap.on_lines)
     jobs.append(job)
     assert job.wait(10) == 0
     assert (tmp_path / "out.log").read_text() == "still logged\n"

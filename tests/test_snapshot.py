@@ -182,7 +182,8 @@ def test_ranks_blocked_in_all_reduce_select_the_collective_advice(jobs, nvml, tm
 # --- `hangwatch snapshot` -----------------------------------------------------------------------
 
 def args(**kwargs):
-    base = {"pid": [], "match": None, "log": [], "json": False, "stacks": True, "native": False}
+    base = {"pid": [], "match": None, "log": [], "json": False, "stacks": True, "native": False,
+            "report_dir": None}
     return argparse.Namespace(**{**base, **kwargs})
 
 
@@ -216,3 +217,16 @@ def test_command_rejects_a_bad_regex_with_a_message():
     err = io.StringIO()
     assert snapshot_command.run(args(match="(unclosed"), io.StringIO(), err) == 2
     assert err.getvalue().startswith("hangwatch snapshot: --match '(unclosed' is not a valid")
+
+
+def test_command_keeps_the_snapshot_redacted_in_a_folder_under_report_dir(jobs, nvml, tmp_path):
+    child = jobs.blocked_python(tmp_path / "train.log", env=SECRETS)
+    out, err = io.StringIO(), io.StringIO()
+    assert snapshot_command.run(args(pid=[child.pid], json=True,
+                                     report_dir=str(tmp_path / "reports")), out, err) == 0
+    [folder] = (tmp_path / "reports").iterdir()
+    assert folder.name.endswith("-snapshot") and str(folder) in err.getvalue()
+    kept = json.loads((folder / "snapshot.json").read_text())
+    assert kept["processes"][0]["pid"] == child.pid
+    assert "hf_secret123" not in (folder / "snapshot.json").read_text()
+    assert (folder / "stacks.txt").exists()

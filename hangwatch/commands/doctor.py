@@ -23,7 +23,9 @@ if TYPE_CHECKING:
 DEFAULT_TIMEOUT = "15s"
 
 
-def add_options(parser: argparse.ArgumentParser, duration: Callable[[str], float]) -> None:
+def add_options(parser: argparse.ArgumentParser, duration: Callable[[str], float],
+                rules_option: Callable[[argparse.ArgumentParser], None]) -> None:
+    """doctor's options; `--rules` as every command has it (their `checks:` run too)."""
     parser.add_argument("--json", action="store_true",
                         help='one JSON object: {"checks": [...], "host": ..., "facts": {...}}')
     parser.add_argument("--data", action="extend", nargs="+", default=[], metavar="PATH",
@@ -37,8 +39,7 @@ def add_options(parser: argparse.ArgumentParser, duration: Callable[[str], float
     parser.add_argument("--only", metavar="FAMILY[,FAMILY...]",
                         help="run only these families of checks (rendezvous, network, shm, "
                              "gpu, ray, data, clock, limits, disk, versions, packs)")
-    parser.add_argument("--rules", action="append", default=[], metavar="PATH",
-                        help="rule packs whose `checks:` to run too (repeatable)")
+    rules_option(parser)
     parser.add_argument("--compare", nargs="+", metavar="FILE",
                         help="compare the --json output of several nodes instead")
 

@@ -1,19 +1,23 @@
 """`hangwatch rules`: list, show, lint and test rule packs.
 
-`test` is the tool for writing a pack: it runs the real engine over a log and says, line by
-line, which rule hit and whether the line counted as progress, then which rules never hit and
-which lines nothing matched.
+`test` is the tool for writing a pack: it runs the real engine over a log, block by block with
+the same matcher as `check` (so a log of millions of lines takes seconds), counts which rules
+hit, which never did and which lines nothing matched, and for the lines asked for (`--show`)
+says which rule hit and whether the line counted as progress.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
+
+import regex
 
 from hangwatch.config import load_builtin_packs, load_pack_file, load_rule_set, rule_files
 from hangwatch.core.clock import FakeClock
@@ -288,6 +292,45 @@ def _error_dict(error: ConfigError) -> dict[str, Any]:
 # --- test ----------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Show:
+    """Which lines `rules test --show` explains one by one: those a rule hits (matched),
+    those none hits (unmatched), and line ranges (N, N-M, N-), whatever they hit."""
+
+    matched: bool = False
+    unmatched: bool = False
+    ranges: tuple[tuple[int, float], ...] = ()
+
+    def __call__(self, number: int, hit: bool) -> bool:
+        return ((self.matched if hit else self.unmatched)
+                or any(lo <= number <= hi for lo, hi in self.ranges))
+
+    def within(self, first: int, last: int) -> bool:
+        """Whether any line numbered first..last may be shown."""
+        return (self.matched or self.unmatched
+                or any(lo <= last and first <= hi for lo, hi in self.ranges))
+
+
+def parse_show(text: str) -> Show:
+    matched = unmatched = False
+    ranges: list[tuple[int, float]] = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        if item in ("matched", "all"):
+            matched = True
+        if item in ("unmatched", "all"):
+            unmatched = True
+        if item in ("matched", "unmatched", "all"):
+            continue
+        found = regex.fullmatch(r"(\d+)(?:(-)(\d*))?", item)
+        if found is None or int(found[1]) == 0:
+            raise HangwatchError(f"--show: {item!r} is not matched, unmatched, all, a line "
+                                 "number N or a range N-M or N-")
+        lo = int(found[1])
+        hi: float = lo if not found[2] else int(found[3]) if found[3] else float("inf")
+        ranges.append((lo, hi))
+    return Show(matched, unmatched, tuple(ranges))
+
+
 @dataclass
 class LineReport:
     number: int
@@ -296,40 +339,113 @@ class LineReport:
     hits: list[dict[str, Any]]
 
 
-class RuleTester:
-    """Feeds lines to a real Engine and explains, for each, which rules hit and why it was or
-    was not progress. The clock advances one second a line, so "progress" means the line
-    reset the engine's idle time."""
+NO_HIT = LineMatch()
+HitLines = tuple[list[tuple[int, bytes, LineMatch]], Counter[Any]]
 
-    def __init__(self, rules: RuleSet) -> None:
+
+class RuleTester:
+    """Runs a real Engine over a log, block by block as `check` does, and counts which rules
+    each line hits; the lines asked for (`Show`) are fed one at a time and explained: which
+    rules hit and why, and whether the line was progress. The clock advances one second
+    before each of them, so "progress" means the line reset the engine's idle time."""
+
+    def __init__(self, rules: RuleSet, show: Show = Show()) -> None:
+        from hangwatch.core.prefilter import build_prefilter
+        from hangwatch.prefilter_cache import default_store
+
         self.rules = rules
+        self.show = show
         self.clock = FakeClock()
-        self.engine = Engine(rules, default_stall=600.0, clock=self.clock)
-        self.judge = ProgressJudge()  # sees the same hits as the engine's, one by one
+        self.prefilter = build_prefilter(rules, default_store())
+        self.engine = Engine(rules, default_stall=600.0, clock=self.clock,
+                             prefilter=self.prefilter)
         self.counts: Counter[tuple[str, str]] = Counter()
         self.lines = 0
         self.unmatched = 0
         self.examples: list[str] = []
         self.owner = {r.id: p.name for p in rules.packs for k in KINDS for r in getattr(p, k)}
 
-    def feed(self, text: str) -> LineReport | None:
-        self.lines += 1
-        self.clock.advance(1.0)
-        match = self.rules.match(text)
-        events = self.engine.feed_line("log", text)
-        progress = self.engine.idle() == 0.0
-        if match is None:
-            self.unmatched += 1
-            stripped = text.strip()
-            if stripped and len(self.examples) < EXAMPLES and stripped not in self.examples:
-                self.examples.append(stripped[:TEXT_WIDTH])
-            return None
-        hits = list(self._hits(match, events))
-        for hit in hits:
-            self.counts[(hit["kind"], hit["rule"])] += 1
-        return LineReport(self.lines, text, progress, hits)
+    def feed_block(self, data: bytes) -> Iterator[LineReport]:
+        """Complete lines, each ending in b"\\n"; the reports of the lines shown."""
+        first, count = self.lines + 1, data.count(b"\n")
+        shown = self.show.within(first, self.lines + count)
+        detail = shown or len(self.examples) < EXAMPLES
+        hits, noise = self._hit_lines(data, detail)
+        for _, _, match in hits:
+            self._count(match)
+        for rule, n in noise.items():
+            self.counts[("noise", rule.id)] += n
+        matched = len(hits) + sum(noise.values())
+        self.unmatched += count - matched
+        if detail:
+            self._find_examples(data, hits)
+        if shown:
+            yield from self._explained(data, hits)
+        else:
+            # What the summary reads of the engine (phases, finish, the progress judge's
+            # memory) only lines hitting more than noise change: the rest need no second scan.
+            self.engine.feed_block("log", b"".join(
+                raw + b"\n" for _, raw, match in hits if match._replace(noise=None) != NO_HIT))
+        self.lines += count
 
-    def _hits(self, match: LineMatch, events: list[Any]) -> Iterator[dict[str, Any]]:
+    def _hit_lines(self, data: bytes, detail: bool) -> HitLines:
+        if self.prefilter is not None:
+            return self.prefilter.hit_lines(data, noise_lines=detail)
+        found = ((i, raw, self.rules.match(raw.decode("utf-8", "replace")))
+                 for i, raw in enumerate(data.split(b"\n")[:-1]))
+        return [(i, raw, match) for i, raw, match in found if match is not None], Counter()
+
+    def _count(self, match: LineMatch) -> None:
+        progress = [rule for rule, _ in match.progress]
+        for kind, rules in (("phase-done", match.phase_dones),
+                            ("phase-start", match.phase_starts), ("signal", match.signals),
+                            ("progress", progress)):
+            for rule in rules:
+                self.counts[(kind, rule.id)] += 1
+        if match.noise is not None:
+            self.counts[("noise", match.noise.id)] += 1
+        if match.finish is not None:
+            self.counts[("finish", match.finish.id)] += 1
+
+    def _find_examples(self, data: bytes, hits: list[tuple[int, bytes, LineMatch]]) -> None:
+        hit = {i for i, _, _ in hits}
+        for i, raw in enumerate(data.split(b"\n")[:-1]):
+            if len(self.examples) >= EXAMPLES:
+                return
+            stripped = raw.decode("utf-8", "replace").strip()
+            if i not in hit and stripped and stripped[:TEXT_WIDTH] not in self.examples:
+                self.examples.append(stripped[:TEXT_WIDTH])
+
+    def _explained(self, data: bytes,
+                   hits: list[tuple[int, bytes, LineMatch]]) -> Iterator[LineReport]:
+        """Feed the block to the engine, the lines shown one at a time, the rest in runs."""
+        matches = {i: match for i, _, match in hits}
+        raws = data.split(b"\n")[:-1]
+        run: list[bytes] = []
+        for i, raw in enumerate(raws):
+            number = self.lines + i + 1
+            if not self.show(number, i in matches):
+                run.append(raw)
+                continue
+            if run:
+                self.engine.feed_block("log", b"\n".join(run) + b"\n")
+                run = []
+            yield self._explain(number, raw, matches.get(i))
+        if run:
+            self.engine.feed_block("log", b"\n".join(run) + b"\n")
+
+    def _explain(self, number: int, raw: bytes, match: LineMatch | None) -> LineReport:
+        self.clock.advance(1.0)
+        # The judge as it stands before this line, to tell which of its progress rules grew.
+        judge = copy.deepcopy(self.engine.judge) if match and match.progress else None
+        events = self.engine.feed_block("log", raw + b"\n")
+        progress = self.engine.idle() == 0.0
+        text = raw.decode("utf-8", "replace")
+        hits = [] if match is None else list(self._hits(match, events, judge))
+        return LineReport(number, text, progress, hits)
+
+    def _hits(self, match: LineMatch, events: list[Any],
+              judge: ProgressJudge | None) -> Iterator[dict[str, Any]]:
         phases = {(e.phase, e.state) for e in events if isinstance(e, PhaseEvent)}
         for phase in match.phase_dones:
             done = (phase.id, "completed") in phases
@@ -342,7 +458,7 @@ class RuleTester:
         if match.noise is not None:
             yield self._hit("noise", match.noise.id, "output, not progress")
         for progress, found in match.progress:
-            advanced = self.judge.advances([(progress, found)])
+            advanced = judge is not None and judge.advances([(progress, found)])
             if progress.counter is not None:
                 value = found.group(progress.counter)
                 detail = f"{progress.counter}={value} " + ("grew" if advanced else "did not grow")
@@ -387,44 +503,43 @@ class RuleTester:
         }
 
 
-def read_lines(path: Path) -> Iterator[str]:
-    """The log's lines as the follower cuts them (a tqdm `\\r` redraw is a line)."""
+def read_blocks(path: Path) -> Iterator[bytes]:
+    """The log in blocks of complete lines, cut as the follower cuts them (a tqdm `\\r`
+    redraw is a line)."""
     try:
         with path.open("rb") as fh:
             splitter = LineSplitter()
             while chunk := fh.read(READ_SIZE):
-                yield from _decoded(splitter.push(chunk))
-            yield from _decoded(splitter.flush())
+                if block := splitter.push(chunk):
+                    yield block
+            if block := splitter.flush():
+                yield block
     except OSError as exc:
         raise HangwatchError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
-def _decoded(block: bytes) -> Iterator[str]:
-    for raw in block.split(b"\n")[:-1]:
-        yield raw.decode("utf-8", "replace")
-
-
 def _test(args: argparse.Namespace, out: TextIO) -> int:
     path = Path(args.log)
+    show = parse_show(args.show)
     if not path.is_file():
         raise HangwatchError(f"no such log file: {path}")
-    tester = RuleTester(load_rule_set(args.rules))
+    tester = RuleTester(load_rule_set(args.rules), show)
     reports: list[dict[str, Any]] = []
-    for text in read_lines(path):
-        report = tester.feed(text)
-        if report is None:
-            continue
-        if args.json:
-            reports.append({"line": report.number, "text": report.text,
-                            "progress": report.progress, "hits": report.hits})
-        else:
-            _print_report(report, out)
+    for block in read_blocks(path):
+        if not block.endswith(b"\n"):
+            block += b"\n"  # an unterminated last line is a line
+        for report in tester.feed_block(block):
+            if args.json:
+                reports.append({"line": report.number, "text": report.text,
+                                "progress": report.progress, "hits": report.hits})
+            else:
+                _print_report(report, out)
     summary = tester.summary()
     if args.json:
         out.write(json.dumps({"log": str(path), "lines": reports, "summary": summary},
                              ensure_ascii=False) + "\n")
     else:
-        _print_summary(summary, out)
+        _print_summary(summary, out, show)
     return ExitStatus.OK
 
 
@@ -436,8 +551,10 @@ def _print_report(report: LineReport, out: TextIO) -> None:
               file=out)
 
 
-def _print_summary(summary: dict[str, Any], out: TextIO) -> None:
+def _print_summary(summary: dict[str, Any], out: TextIO, show: Show) -> None:
     plain = summary["lines"] - summary["matched"]
+    if show == Show():
+        print("(each line explained with --show matched, unmatched, all, N or N-M)", file=out)
     print(f"\nsummary: {summary['lines']} lines, {summary['matched']} hit a rule, {plain} "
           f"plain (plain lines are progress)", file=out)
     if summary["hits"]:

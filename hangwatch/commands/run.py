@@ -19,7 +19,7 @@ from types import FrameType
 from typing import Any, TextIO
 
 from hangwatch.commands import alerting
-from hangwatch.commands.watch import engine_for, snapshot_options
+from hangwatch.commands.watch import engine_for, events_reporters, snapshot_options
 from hangwatch.config import load_rule_set
 from hangwatch.core.durations import format_duration
 from hangwatch.core.events import Incident
@@ -27,7 +27,7 @@ from hangwatch.daemon import Session, SessionOptions, evidence_collector
 from hangwatch.errors import ExitStatus
 from hangwatch.feed import Block, EndOfInput
 from hangwatch.reporters.base import Reporter
-from hangwatch.runner import Job, JobStartError, adopt_orphans, terminal_echo
+from hangwatch.runner import Job, JobStartError, Terminal, adopt_orphans
 
 FORWARDED = {signal.SIGINT: ExitStatus.INTERRUPTED, signal.SIGTERM: ExitStatus.TERMINATED}
 STUCK_AFTER_S = 30.0  # past the grace and SIGKILL: a process in uninterruptible sleep
@@ -108,18 +108,21 @@ class Interrupts:
 
 def make_reporters(args: argparse.Namespace, err: TextIO) -> list[Reporter]:
     """hangwatch's own lines go to stderr, plain: the job's stdout stays the job's, and a live
-    view would be torn by the job's output scrolling under it."""
+    view would be torn by the job's output scrolling under it. `--events FILE` keeps a copy
+    off the job's streams entirely."""
     if args.json:
         from hangwatch.reporters.jsonl import JsonReporter
 
-        return [JsonReporter(err)]
+        return [JsonReporter(err), *events_reporters(args)]
     from hangwatch.reporters.plain import PlainReporter
 
-    return [PlainReporter(err)]
+    return [PlainReporter(err), *events_reporters(args)]
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     argv = command_argv(args)
+    terminal = Terminal(out, err)
+    out, err = terminal.own("stdout"), terminal.own("stderr")
     rules = load_rule_set(args.rules)  # a bad rule file is reported before the job starts
     if args.doctor:
         from hangwatch.commands.doctor import gate
@@ -145,13 +148,14 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     interrupts = Interrupts(args.grace)
     interrupts.install()
     try:
-        job = Job.start(argv, log_path=log_path, echo=terminal_echo(out, err),
+        job = Job.start(argv, log_path=log_path, echo=terminal.echo,
                         on_lines=lambda data: producer.put(Block(str(log_path), data)),
                         on_done=lambda: producer.put(EndOfInput()),
                         leftover_grace=args.grace)
     except JobStartError as exc:
         interrupts.restore()
         release_orphans()
+        session.close()
         telling.close(err)
         print(f"hangwatch: {exc}", file=err)
         return exc.exit_status

@@ -3,6 +3,7 @@
     hangwatch snapshot --log train.log          the processes writing train.log
     hangwatch snapshot --pid 4242 --json        one process and its children, as JSON
     hangwatch snapshot --match 'torchrun|ray::' by command line
+    hangwatch snapshot --log train.log --report-dir hangwatch-reports   also kept in a folder
 """
 
 from __future__ import annotations
@@ -43,13 +44,34 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                               log_paths=tuple(Path(p) for p in args.log),
                               stacks=args.stacks, native=args.native)
     snapshot = take_snapshot(options)
+    folder = _keep(snapshot, args.report_dir, err) if args.report_dir else None
     if args.json:
         out.write(json.dumps(snapshot, indent=2, default=str) + "\n")
     else:
         # Off a terminal rich assumes 80 columns, too narrow for the process table.
         width = None if out.isatty() else 120
-        render(snapshot, Console(file=out, highlight=False, width=width))
-    return ExitStatus.OK
+        render(snapshot, _Console(file=out, highlight=False, width=width))
+    if folder is not None:
+        err.write(f"hangwatch: snapshot written to {folder}\n")
+    return ExitStatus.USAGE if args.report_dir and folder is None else ExitStatus.OK
+
+
+def _keep(snapshot: dict[str, Any], report_dir: str, err: TextIO) -> Path | None:
+    from hangwatch.reporters.incident import write_snapshot
+
+    try:
+        return write_snapshot(Path(report_dir).absolute(), snapshot)
+    except OSError as exc:  # the snapshot is still shown, and the status says it
+        err.write(f"hangwatch: cannot write the snapshot under {report_dir}: "
+                  f"{exc.strerror or exc}\n")
+        return None
+
+
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        """rich would exit 1 here; a closed pipe ends every command alike (cli.py)."""
+        self.quiet = True
+        raise BrokenPipeError
 
 
 def render(snapshot: dict[str, Any], console: Console) -> None:

@@ -52,14 +52,31 @@ def make_reporters(args: argparse.Namespace, out: TextIO) -> list[Reporter]:
     if args.json:
         from hangwatch.reporters.jsonl import JsonReporter
 
-        return [JsonReporter(out)]
+        return [JsonReporter(out), *events_reporters(args)]
     if is_live(args, out):
         from hangwatch.reporters.console import ConsoleReporter
 
-        return [ConsoleReporter(out)]
+        return [ConsoleReporter(out), *events_reporters(args)]
     from hangwatch.reporters.plain import PlainReporter
 
-    return [PlainReporter(out)]
+    return [PlainReporter(out), *events_reporters(args)]
+
+
+def events_reporters(args: argparse.Namespace) -> list[Reporter]:
+    """`--events FILE`: every event as JSON Lines in a file of its own, whatever the output."""
+    path = getattr(args, "events", None)
+    if not path:
+        return []
+    from hangwatch.reporters.jsonl import JsonReporter
+
+    class EventsFile(JsonReporter):
+        def close(self) -> None:
+            self.out.close()
+
+    try:
+        return [EventsFile(open(path, "w", encoding="utf-8"))]
+    except OSError as exc:
+        raise HangwatchError(f"--events: cannot write {path}: {exc.strerror or exc}") from None
 
 
 def snapshot_options(args: argparse.Namespace, paths: Sequence[Path],
@@ -83,6 +100,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     telling = alerting.start(args, name=alerting.default_name(args, sources), logs=sources,
                              err=err)
     options = SessionOptions(report_dir=Path(args.report_dir), exit_on_stall=args.exit_on_stall,
+                             announce=not args.json,
                              refresh_s=LIVE_REFRESH_S if is_live(args, out) else None,
                              turn_s=telling.turn_s)
     session = Session(engine, [*make_reporters(args, out), *telling.reporters], options, sources,

@@ -25,6 +25,7 @@ import dataclasses
 import hashlib
 import json
 import platform
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -198,6 +199,68 @@ class Prefilter:
             if found is not None:
                 yield found
 
+    def hit_lines(self, data: bytes, *, noise_lines: bool = True
+                  ) -> tuple[list[tuple[int, bytes, LineMatch]], Counter[Any]]:
+        """For `hangwatch rules test`: every line of a block of complete lines that a rule
+        hits, as (its index in the block, the line, what `RuleSet.match` says of it), noise
+        included, in order. With `noise_lines=False`, lines that only exact noise rules hit
+        (NCCL spew: most of a log, needing no detail) are not listed, only counted by rule."""
+        flagged = self._scan(data)
+        first_noise = self._first_noise(data)  # by line end, of the lines exact noise hits
+        rows: list[tuple[int, int, LineMatch]] = []  # (line start, line end, match)
+        for start, end, mask in flagged:
+            match = self._full(data[start:end], self._candidates(data[start:end], mask))
+            if match is not None:
+                rows.append((start, end, match))
+            first_noise.pop(end, None)
+        rules = [self._entries[pid].rule for pid in self._noise_pids]
+        noise: Counter[Any] = Counter()
+        if noise_lines:
+            rows += [(data.rfind(b"\n", 0, end) + 1, end, LineMatch(noise=rules[i]))
+                     for end, i in first_noise.items()]
+            rows.sort(key=lambda row: row[0])
+        else:
+            for i, n in Counter(first_noise.values()).items():
+                noise[rules[i]] = n
+        lines: list[tuple[int, bytes, LineMatch]] = []
+        index = pos = 0
+        for start, end, match in rows:
+            index += data.count(b"\n", pos, start)
+            pos = start
+            lines.append((index, data[start:end], match))
+        return lines, noise
+
+    def _first_noise(self, data: bytes) -> dict[int, int]:
+        """Line end -> index in `_noise_forms` of the first exact noise rule that hits the
+        line, for the lines of pure ASCII (where those rules are exact) that they hit. Their
+        order is the rules' order, and a noise rule that is not exact flags its line (so a
+        line it hits is not taken from here)."""
+        if not self._noise_forms:
+            return {}
+        codes: list[int] = []
+        add = codes.append
+
+        def on_match(i: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
+            add(end << 16 | i)  # `[^\n]*$`: one report a line and rule, at the line's end
+
+        self._database("each-noise").scan(data, match_event_handler=on_match)
+        codes.sort(reverse=True)  # the first rule of each line is the last one kept
+        return {code >> 16: code & 0xFFFF for code in codes}
+
+    def _full(self, raw: bytes, candidates: tuple[int, bool] | None) -> LineMatch | None:
+        """What `RuleSet.match` says of a flagged line, with the noise rule a QUIET line hits."""
+        text, match = self._line(raw, candidates)
+        if match is not QUIET:
+            return match
+        if candidates is None:
+            return self.rules.match(text)
+        mask, strict = candidates
+        if strict:
+            mask |= self._noise_mask(raw)
+        rule = next((e.rule for e in self._noise if mask >> e.pid & 1
+                     and ((strict and e.exact) or self._search(e.pattern, text))), None)
+        return None if rule is None else LineMatch(noise=rule)  # None: a search timed out
+
     def _scan(self, data: bytes) -> list[_Line]:
         """The lines some pattern (other than an exact noise rule) may hit, or with a byte
         >= 0x80, in order."""
@@ -282,6 +345,9 @@ class Prefilter:
             store = self._store
             if name == "probe":
                 db = _compile(self._noise_forms, single=True, store=store)
+            elif name == "each-noise":
+                db = _compile([f"(?:{form})[^\\n]*$" for form in self._noise_forms],
+                              store=store)
             elif name == "count":
                 db = _compile([f"(?:{'|'.join(self._noise_forms)})[^\\n]*$"], store=store)
             else:

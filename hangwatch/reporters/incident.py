@@ -60,7 +60,7 @@ def write_incident(report_dir: Path, *, stall: StallEvent, timeline: Sequence[di
         "taken_at": snap.get("taken_at"),
         "errors": snap.get("errors", []),
     })
-    folder = _new_folder(report_dir, stall)
+    folder = _new_folder(report_dir, stall.wall, stall.phase or "unknown")
     tail = [redact_text(line.rstrip("\n")) for line in log_tail]
     _write(folder / "report.json", json.dumps(report, indent=2, default=str) + "\n")
     _write(folder / "report.md", render_markdown(report, tail, snapshot is not None))
@@ -69,11 +69,21 @@ def write_incident(report_dir: Path, *, stall: StallEvent, timeline: Sequence[di
     return folder
 
 
-def _new_folder(report_dir: Path, stall: StallEvent) -> Path:
+def write_snapshot(report_dir: Path, snapshot: dict[str, Any]) -> Path:
+    """`hangwatch snapshot --report-dir`: the snapshot alone, redacted, in a folder of its own
+    next to the incidents (<UTC time>-snapshot/snapshot.json and stacks.txt); that folder."""
+    snap = redact_tree(snapshot)
+    folder = _new_folder(report_dir, snap.get("taken_at") or time.time(), "snapshot")
+    _write(folder / "snapshot.json", json.dumps(snap, indent=2, default=str) + "\n")
+    _write(folder / "stacks.txt", render_stacks(snap.get("processes", [])))
+    return folder
+
+
+def _new_folder(report_dir: Path, wall: float, label: str) -> Path:
     if not report_dir.exists():
         report_dir.mkdir(parents=True, mode=0o700)
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(stall.wall))
-    phase = re.sub(r"[^A-Za-z0-9_.-]+", "_", stall.phase or "unknown")
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(wall))
+    phase = re.sub(r"[^A-Za-z0-9_.-]+", "_", label)
     for n in range(1, 1000):
         folder = report_dir / (f"{stamp}-{phase}" + (f"-{n}" if n > 1 else ""))
         try:
@@ -113,8 +123,7 @@ def render_markdown(report: dict[str, Any], tail: Sequence[str], snapshot_taken:
             f"- **Sources:** {', '.join(f'`{s}`' for s in report['sources']) or 'none'}", ""]
     out += _section("Key findings", [f"- {line}" for line in report["key_findings"]]
                     or ["- (snapshots disabled)" if not snapshot_taken else "- none"])
-    out += _section("Advice", [f"{i}. {a['text']}\n   - *because:* {a['because']}"
-                               for i, a in enumerate(report["advice"], 1)] or ["none"])
+    out += _section("Advice", _advice_md(report["advice"]) or ["none"])
     signals = stall.get("signals") or []
     if signals:
         out += _section("Signals seen", [f"- `{s['id']}` ({s['severity']}) {s['source']}:"
@@ -132,6 +141,19 @@ def render_markdown(report: dict[str, Any], tail: Sequence[str], snapshot_taken:
     out += _section(f"Log tail (last {min(len(tail), MD_LOG_LINES)} lines)",
                     ["```text", *tail[-MD_LOG_LINES:], "```"])
     return "\n".join(out).rstrip() + "\n"
+
+
+def _advice_md(advice: Sequence[dict[str, str]]) -> list[str]:
+    """Numbered advice; the evidence behind a run of advice is said once, after it."""
+    lines: list[str] = []
+    first = 1
+    for i, item in enumerate(advice, 1):
+        lines.append(f"{i}. {item['text']}")
+        if i == len(advice) or advice[i]["because"] != item["because"]:
+            which = f" ({first}-{i})" if i > first else ""
+            lines.append(f"   - *because{which}:* {item['because']}")
+            first = i + 1
+    return lines
 
 
 def _section(title: str, body: Sequence[str]) -> list[str]:

@@ -65,7 +65,7 @@ def incident_dict(incident: Incident) -> dict[str, Any]:
         "waits": [dataclasses.asdict(w) for w in stall.waits],
         "report": incident.report,
         "advice": [a.text for a in incident.advice],
-        "evidence": [a.because for a in incident.advice],
+        "evidence": list(dict.fromkeys(a.because for a in incident.advice)),
         "findings": list(incident.findings),
         "time": stall.wall,
     }

@@ -200,7 +200,8 @@ def run_test(tmp_path: Path, lines: list[str], *extra: str) -> tuple[int, dict]:
     log = tmp_path / "train.log"
     log.write_text("\n".join(lines) + "\n")
     mine = write(tmp_path / "mine.yaml", MY_PACK)
-    status, out, _ = rules("test", str(log), "--rules", str(mine), "--json", *extra)
+    status, out, _ = rules("test", str(log), "--rules", str(mine), "--json",
+                           *(extra or ("--show", "matched")))
     return status, json.loads(out)
 
 
@@ -239,7 +240,7 @@ def test_rules_test_reads_tqdm_redraws_as_separate_lines(tmp_path: Path):
     log = tmp_path / "bar.log"
     log.write_bytes(b"Map:  10%|#         | 10/100 [00:01<00:09, 10.0 examples/s]\r"
                     b"Map:  20%|##        | 20/100 [00:02<00:08, 10.0 examples/s]\n")
-    status, out, _ = rules("test", str(log), "--json")
+    status, out, _ = rules("test", str(log), "--json", "--show", "matched")
     assert status == 0
     doc = json.loads(out)
     assert [r["line"] for r in doc["lines"]] == [1, 2]
@@ -250,7 +251,7 @@ def test_rules_test_plain_output_explains_lines_then_summarises(tmp_path: Path):
     log = tmp_path / "train.log"
     log.write_text("\n".join(LOG) + "\n")
     mine = write(tmp_path / "mine.yaml", MY_PACK)
-    status, out, _ = rules("test", str(log), "--rules", str(mine))
+    status, out, _ = rules("test", str(log), "--rules", str(mine), "--show", "matched")
     assert status == 0
     assert "      4 quiet    | batch 1/10" in out
     assert "progress     my_batches (mytrainer): n=1 did not grow" in out
@@ -262,3 +263,76 @@ def test_rules_test_plain_output_explains_lines_then_summarises(tmp_path: Path):
 def test_rules_test_of_a_missing_log_is_a_usage_error(tmp_path: Path):
     status, _, err = rules("test", str(tmp_path / "nope.log"))
     assert status == 2 and "no such log file" in err
+
+
+def test_rules_test_shows_only_the_summary_unless_asked(tmp_path: Path):
+    log = tmp_path / "train.log"
+    log.write_text("\n".join(LOG) + "\n")
+    status, out, _ = rules("test", str(log))
+    assert status == 0
+    assert "quiet    | batch 1/10" not in out and "each line explained with --show" in out
+    _, doc = run_test(tmp_path, LOG, "--show", "")
+    assert doc["lines"] == [] and doc["summary"]["lines"] == len(LOG)
+
+
+def test_rules_test_show_takes_unmatched_lines_and_line_ranges(tmp_path: Path):
+    _, doc = run_test(tmp_path, LOG, "--show", "unmatched,4-5,9-")
+    shown = {r["line"]: r for r in doc["lines"]}
+    assert sorted(shown) == [1, 4, 5, 9]
+    assert shown[1] == {"line": 1, "text": "booting my trainer", "progress": True, "hits": []}
+    assert shown[4]["hits"][0]["detail"] == "n=1 did not grow"  # 3 was read, not shown
+    assert shown[9]["hits"][0]["detail"] == "completed"
+
+
+def test_rules_test_show_rejects_what_it_does_not_know(tmp_path: Path):
+    log = write(tmp_path / "train.log", "x\n")
+    for bad in ("sideways", "0", "3-x"):
+        status, _, err = rules("test", str(log), "--show", bad)
+        assert status == 2 and "--show:" in err
+
+
+def _mixed_log(path: Path) -> Path:
+    """The benchmark's generated logs (NCCL spew, vLLM, tqdm, steps, phase markers) with
+    lines outside ASCII and ones a user pack hits."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    import loggen
+
+    loggen.generate(path, 16 << 10, mix="nccl-info")
+    with path.open("ab") as fh:
+        fh.write("batch 3/10 — étape\nstill alive ✓\n[EVAL] begin\nretrying request\n".encode())
+        fh.write(path.read_bytes()[: 8 << 10].rsplit(b"\n", 1)[0] + b"\n")
+    loggen.generate(path.with_suffix(".dense"), 12 << 10, mix="dense")
+    with path.open("ab") as fh:
+        fh.write(path.with_suffix(".dense").read_bytes())
+    return path
+
+
+def test_rules_test_with_the_block_matcher_says_what_line_by_line_matching_says(
+        tmp_path: Path, monkeypatch):
+    import pytest
+
+    pytest.importorskip("hyperscan")
+    from hangwatch.commands import rules as rules_command
+    from hangwatch.config import load_rule_set
+
+    log = _mixed_log(tmp_path / "mixed.log")
+    mine = write(tmp_path / "mine.yaml", MY_PACK)
+    rule_set = load_rule_set([str(mine)])
+
+    def explain(tester: rules_command.RuleTester) -> tuple[list, dict]:
+        shown = [r for block in rules_command.read_blocks(log) for r in tester.feed_block(block)]
+        return [vars(r) for r in shown], tester.summary()
+
+    fast = rules_command.RuleTester(rule_set, rules_command.parse_show("all"))
+    assert fast.prefilter is not None
+    summary_only = rules_command.RuleTester(rule_set)
+    monkeypatch.setattr("hangwatch.core.prefilter.build_prefilter", lambda *a, **k: None)
+    simple = rules_command.RuleTester(rule_set, rules_command.parse_show("all"))
+    assert simple.prefilter is None
+    lines, summary = explain(fast)
+    assert (lines, summary) == explain(simple)
+    assert explain(summary_only) == ([], summary)
+    hits = {h["kind"] for h in summary["hits"]}
+    assert {"noise", "progress", "phase-start", "signal"} <= hits

@@ -165,6 +165,46 @@ def test_without_github_actions_there_is_no_annotation(tmp_path, monkeypatch):
     assert "::error" not in out
 
 
+TQDM_THEN_STALLS = """
+    import sys, time
+    print("step:1 - loss:0.5", flush=True)
+    sys.stderr.write("Training:  10%|#  | 1/10 [00:01<00:09, 1.00it/s]")
+    sys.stderr.flush()
+    time.sleep(60)
+"""
+
+
+def test_json_events_start_on_a_line_of_their_own_after_a_tqdm_bar(tmp_path):
+    status, _, err = run(tmp_path, "--json", "--stall", "1s", "--grace", "0.5s",
+                         "--no-snapshot", "--", sys.executable,
+                         str(write_job(tmp_path, TQDM_THEN_STALLS)))
+    assert status == 3
+    lines = err.splitlines()
+    assert lines[0] == "Training:  10%|#  | 1/10 [00:01<00:09, 1.00it/s]"
+    events = [json.loads(line) for line in lines if line.startswith("{")]
+    assert [e["event"] for e in events] == ["phase", "stall"]
+
+
+def test_events_file_holds_the_events_and_the_jobs_streams_stay_the_jobs(tmp_path):
+    events = tmp_path / "events.jsonl"
+    status, out, err = run(tmp_path, "--events", str(events), "--stall", "1s", "--grace",
+                           "0.5s", "--no-snapshot", "--", sys.executable,
+                           str(write_job(tmp_path, TQDM_THEN_STALLS)))
+    assert status == 3
+    assert out == "step:1 - loss:0.5\n"
+    assert "{" not in err  # plain lines for people there; the JSON went to the file
+    stall = [json.loads(line) for line in events.read_text().splitlines()][-1]
+    assert stall["event"] == "stall"
+    assert os.path.isabs(stall["report"]) and os.path.isdir(stall["report"])
+
+
+def test_an_events_file_that_cannot_be_written_is_a_usage_error(tmp_path):
+    status, _, err = run(tmp_path, "--events", str(tmp_path / "no" / "such" / "dir.jsonl"),
+                         "--", sys.executable, "-c", "pass")
+    assert status == 2
+    assert "--events: cannot write" in err
+
+
 # --- signals sent to hangwatch: a real hangwatch process --------------------------------
 
 HANDLES_SIGNALS = """
@@ -222,6 +262,7 @@ def test_signal_that_comes_while_the_job_starts_reaches_the_job_once_it_exists(t
     from hangwatch.runner import Job
 
     script = write_job(tmp_path, HANDLES_SIGNALS)
+    found = signal.getsignal(signal.SIGINT)  # SIG_IGN when started with `cmd &`, in CI
     interrupts = Interrupts(grace=1.0)
     interrupts.install()
     job = None
@@ -237,4 +278,4 @@ def test_signal_that_comes_while_the_job_starts_reaches_the_job_once_it_exists(t
         interrupts.restore()
         if job is not None:
             job.stop(0.5)
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGINT) is found

@@ -109,5 +109,6 @@ def test_plain_output_when_not_a_terminal(blocked_job, tmp_path: Path):
     assert result.returncode == 3
     assert "phase weight_sync (Weight sync (NCCL)) started" in result.stdout
     assert "STALL: no progress for" in result.stdout
-    assert "phase in progress: weight_sync" in result.stdout
+    assert "phase in progress: Weight sync (NCCL) [weight_sync]" in result.stdout
+    assert "hangwatch: stall threshold 2s (--stall)" in result.stdout
     assert "last completed:    rollout_init" in result.stdout
