@@ -19,6 +19,7 @@ from hangwatch.core.model import (
     Origin,
     PhaseRule,
     ProgressRule,
+    RankRule,
     RulePack,
     SignalRule,
 )
@@ -26,7 +27,7 @@ from hangwatch.core.rules import RuleSet
 from hangwatch.errors import ConfigError, ConfigErrors
 
 PACK_KEYS = {"pack", "description", "extends", "phases", "signals", "noise", "progress",
-             "finish", "diagnoses"}
+             "finish", "diagnoses", "ranks"}
 SECTION_KEYS: dict[str, tuple[set[str], set[str]]] = {
     # section: (required keys, optional keys)
     "phases": ({"id", "start"}, {"title", "done", "stall_after", "advice"}),
@@ -35,6 +36,7 @@ SECTION_KEYS: dict[str, tuple[set[str], set[str]]] = {
     "progress": ({"id", "match"}, {"counter", "heartbeat"}),
     "finish": ({"id", "match"}, set()),
     "diagnoses": ({"id", "when"}, {"advice"}),
+    "ranks": ({"id", "match"}, set()),
 }
 ID_PATTERN = regex.compile(r"[a-z][a-z0-9_]*")
 PACK_NAME_PATTERN = regex.compile(r"[a-z][a-z0-9_.-]*")
@@ -167,6 +169,7 @@ class _PackParser:
             progress=tuple(sections["progress"]),
             finish=tuple(sections["finish"]),
             diagnoses=tuple(sections["diagnoses"]),
+            ranks=tuple(sections["ranks"]),
         )
 
     def _section(self, doc: _Mapping, section: str, seen: dict[str, int]) -> Iterator[Any]:
@@ -273,6 +276,16 @@ class _PackParser:
             return None
         return ProgressRule(id=item["id"], match=pattern, counter=counter, heartbeat=heartbeat,
                             origin=origin)
+
+    def _ranks(self, item: _Mapping, origin: Origin) -> RankRule | None:
+        pattern = self._regex(item, "match")
+        if pattern is None:
+            return None
+        if "rank" not in regex.compile(pattern).groupindex:
+            self.error(f"`match` needs a named group `rank` (e.g. `\\[worker(?P<rank>\\d+)\\]`): "
+                       f"{pattern!r}", item.key_lines["match"], item["id"])
+            return None
+        return RankRule(id=item["id"], match=pattern, origin=origin)
 
     def _diagnoses(self, item: _Mapping, origin: Origin) -> DiagnosisRule | None:
         when = item["when"]

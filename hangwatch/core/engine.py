@@ -24,6 +24,7 @@ from hangwatch.core.events import (
 from hangwatch.core.phases import PhaseTracker, Where
 from hangwatch.core.prefilter import QUIET, Held, Pending, Prefilter
 from hangwatch.core.progress import ProgressJudge
+from hangwatch.core.ranks import RankTracker
 from hangwatch.core.rules import LineMatch, RuleSet
 from hangwatch.core.stall import StallTimer
 from hangwatch.core.timestamps import parse_stamp
@@ -54,6 +55,7 @@ class Engine:
         self.tracker = PhaseTracker()
         self.timer = StallTimer(clock.monotonic())
         self.judge = ProgressJudge()
+        self.ranks = RankTracker(rules.ranks, clock)  # per-rank state; see core/ranks.py
         self.lines: dict[str, int] = {}
         self.signals: dict[str, SignalRecord] = {}
         self._phase_signals: dict[str, SignalEvent] = {}  # seen since the current phase began
@@ -65,11 +67,13 @@ class Engine:
 
     def feed_block(self, source: str, data: bytes) -> list[Event]:
         """Complete lines, each ending in b"\\n" (what the follower delivers)."""
-        if self.prefilter is not None:
-            return self._feed_segments(source, data, self.prefilter)
         events: list[Event] = []
-        for raw in _lines(data):
-            events.extend(self.feed_line(source, raw.decode("utf-8", "replace")))
+        if self.prefilter is not None:
+            events = self._feed_segments(source, data, self.prefilter)
+        else:
+            for raw in _lines(data):
+                events.extend(self.feed_line(source, raw.decode("utf-8", "replace")))
+        self.ranks.feed_block(source, data, self.tracker.current)  # ranks: prefixes, world
         return events
 
     def _feed_segments(self, source: str, data: bytes, prefilter: Prefilter) -> list[Event]:
@@ -103,13 +107,15 @@ class Engine:
                     continue
                 if match is QUIET:
                     continue
-            self._release(held)
+            self._release(held, source)
             events.extend(self._matched(source, line, text, match))
-        self._release(held)
+        self._release(held, source)
         return events
 
-    def _release(self, held: Held) -> None:
+    def _release(self, held: Held, source: str) -> None:
         for rule, matches in held.release():
+            # ranks: each rank's newest set-aside line (counter, phase)
+            matches = self.ranks.held(source, rule, matches, self.tracker.current)
             for match in matches:
                 if self.judge.remember(rule, match):
                     break
@@ -179,6 +185,7 @@ class Engine:
                 for k, r in self.signals.items()
             ],
             "timeline": self.timeline(),
+            "ranks": self.ranks.rows(),
         }
 
     def timeline(self) -> list[dict[str, Any]]:
@@ -216,6 +223,7 @@ class Engine:
         is_progress = moved or advanced or (
             not match.progress and match.noise is None and not match.signals
         )
+        self.ranks.matched(source, text, match, is_progress)  # ranks: phase, counters, line
         if is_progress:
             events.extend(self._progress(source, line))
         return events
@@ -240,6 +248,7 @@ class Engine:
 
     def _progress(self, source: str, line: int) -> list[Event]:
         self._progressed = True
+        self.ranks.progress(source)  # ranks: a file of one rank moved
         now = self.clock.monotonic()
         stalled_for = self.timer.progress(now)
         if stalled_for is None:
@@ -270,6 +279,7 @@ class Engine:
                      else "no phase marker seen yet")
             advice.extend(Advice(text, f"no progress for {format_duration(idle)}, {where}")
                           for text in NO_PHASE_ADVICE)
+        ranks = self.ranks.verdict(self.threshold())
         return StallEvent(
             phase=phase.id if phase else None,
             phase_title=phase.title if phase else None,
@@ -279,6 +289,10 @@ class Engine:
             wall=self.clock.wall(),
             advice=tuple(_unique(advice)),
             signals=signals,
+            laggards=ranks.laggards,
+            ranks=ranks.rows,
+            rank_summary=ranks.summary,
+            desync=ranks.desync,
         )
 
 
