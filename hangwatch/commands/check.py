@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -14,6 +15,7 @@ from hangwatch.core.durations import format_duration
 from hangwatch.core.engine import Engine
 from hangwatch.core.lines import LineSplitter
 from hangwatch.errors import ExitStatus, HangwatchError
+from hangwatch.reporters.ranks import COLUMNS, grouped, stall_lines
 
 READ_SIZE = 1 << 20
 
@@ -26,9 +28,12 @@ def read_log(engine: Engine, path: Path) -> float:
             while chunk := fh.read(READ_SIZE):
                 engine.feed_block(str(path), splitter.push(chunk))
             engine.feed_block(str(path), splitter.flush())
-            return path.stat().st_mtime
+            mtime = path.stat().st_mtime
     except OSError as exc:
         raise HangwatchError(f"cannot read {path}: {exc.strerror or exc}") from None
+    # Each file's own last write tells which rank went quiet first.
+    engine.ranks.backdate(str(path), max(0.0, time.time() - mtime))
+    return mtime
 
 
 def verdict(engine: Engine, quiet_s: float) -> str:
@@ -44,7 +49,8 @@ def verdict(engine: Engine, quiet_s: float) -> str:
 def result(engine: Engine, quiet_s: float) -> dict[str, Any]:
     state = engine.state()
     outcome = verdict(engine, quiet_s)
-    advice = engine.diagnosis().advice if outcome == "stalled" else ()
+    diagnosis = engine.diagnosis()
+    advice = diagnosis.advice if outcome == "stalled" else ()
     return {
         "verdict": outcome,
         "phase": state["phase"],
@@ -56,6 +62,10 @@ def result(engine: Engine, quiet_s: float) -> dict[str, Any]:
         "signals": state["signals"],
         "timeline": state["timeline"],
         "advice": [{"text": a.text, "because": a.because} for a in advice],
+        "ranks": [row.to_dict() for row in diagnosis.ranks],
+        "laggards": [dataclasses.asdict(lag) for lag in diagnosis.laggards],
+        "rank_summary": diagnosis.rank_summary,
+        "desync": diagnosis.desync,
     }
 
 
@@ -76,6 +86,15 @@ def render(data: dict[str, Any], out: TextIO) -> None:
             took_text = format_duration(took) if took is not None else "-"
             print(f"  {entry['title']:<32} {entry['state']:<10} line {entry['line']:<8} "
                   f"{took_text}", file=out)
+    table = grouped(data["ranks"])
+    if table or data["rank_summary"] or data["desync"]:
+        print("\nranks:", file=out)
+        for line in stall_lines(data):
+            print(f"  {line}", file=out)
+        if table:
+            print("  " + "  ".join(f"{c:<12}" for c in COLUMNS).rstrip(), file=out)
+        for row in table:
+            print("  " + "  ".join(f"{c:<12}" for c in row).rstrip(), file=out)
     if data["signals"]:
         print("\nsignals:", file=out)
         for s in data["signals"]:

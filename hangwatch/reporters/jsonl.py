@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any, TextIO
 
@@ -52,6 +53,9 @@ def incident_dict(incident: Incident) -> dict[str, Any]:
         "advice": [a.text for a in incident.advice],
         "evidence": [a.because for a in incident.advice],
         "findings": list(incident.findings),
+        "laggards": [dataclasses.asdict(lag) for lag in stall.laggards],
+        "rank_summary": stall.rank_summary,
+        "desync": stall.desync,
         "time": stall.wall,
     }
 

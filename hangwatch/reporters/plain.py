@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from typing import TextIO
@@ -17,6 +18,7 @@ from hangwatch.core.events import (
     SignalEvent,
 )
 from hangwatch.reporters.base import View, advice_groups
+from hangwatch.reporters.ranks import stall_lines
 
 
 def describe(event: Event) -> str:
@@ -46,6 +48,7 @@ def describe_incident(incident: Incident) -> list[str]:
     ]
     if incident.report:
         lines.append(f"  report:            {incident.report}")
+    lines += [f"  {line}" for line in stall_lines(dataclasses.asdict(stall))]
     lines += [f"  finding: {f}" for f in incident.findings]
     for because, texts in advice_groups(incident.advice):
         lines += [f"  advice: {text}" for text in texts]
