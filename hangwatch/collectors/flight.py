@@ -15,6 +15,7 @@ import io
 import json
 import os
 import pickle
+import re
 import shutil
 import subprocess
 import sys
@@ -34,6 +35,7 @@ MAX_DUMPS = 256
 MAX_DUMP_BYTES = 64 << 20
 MAX_OUTPUT = 64 << 10
 LAST_ENTRIES = 5
+_NO_TORCH = re.compile(r"No module named '?torch(?:'|\.distributed)")
 
 
 def collect(processes: Sequence[dict[str, Any]], timeout: float,
@@ -97,7 +99,9 @@ def summarize(path: Path) -> dict[str, Any]:
     entries = [e for e in dump.get("entries", []) if isinstance(e, dict)]
     out["pg_status"] = dump.get("pg_status", {})
     out["last"] = [_entry(e) for e in entries[-LAST_ENTRIES:]]
-    pending = next((e for e in entries if e.get("state") != "completed"), None)
+    # Retired entries are done with, whatever their state says (gloo leaves `scheduled`).
+    pending = next((e for e in entries
+                    if e.get("state") != "completed" and not e.get("retired")), None)
     out["waiting_in"] = _entry(pending) if pending else None
     return out
 
@@ -124,7 +128,7 @@ def analyze(dumps: Sequence[Path], pythons: Sequence[str], timeout: float) -> di
                 tried.append(f"{python}: {exc.strerror or exc}")
                 continue
             output = (done.stdout + done.stderr)[-MAX_OUTPUT:]
-            if "No module named" in done.stderr and ANALYZER.split(".")[0] in done.stderr:
+            if done.returncode != 0 and _NO_TORCH.search(done.stderr):
                 tried.append(f"{python}: torch is not installed")
                 continue
             return {"status": "ok" if done.returncode == 0 else

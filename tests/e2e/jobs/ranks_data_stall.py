@@ -56,15 +56,15 @@ def rank_main(args: argparse.Namespace) -> None:
     import torch.distributed as dist
 
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    own = open(Path(args.log_dir) / f"rank{rank}.log", "a", buffering=1) if args.log_dir \
-        else None
+    own = Path(args.log_dir) / f"rank{rank}.log" if args.log_dir else None
 
     def say(text: str) -> None:
         # One write a line, as `logging` does: lines of ranks sharing a pipe stay whole.
         sys.stdout.write(f"[rank{rank}]: {text}\n")
         sys.stdout.flush()
         if own is not None:
-            own.write(text + "\n")
+            with own.open("a") as fh:
+                fh.write(text + "\n")
 
     say(f"calling init_process_group(backend=gloo, world_size={world})")
     dist.init_process_group("gloo", timeout=HOUR)
