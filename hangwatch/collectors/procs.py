@@ -125,13 +125,16 @@ def _details(ps: Any, proc: Any) -> dict[str, Any]:
 def rank_of(env: dict[str, str], argv: list[str]) -> str | None:
     """The process's rank: `RANK` in its environment (torchrun, Slurm wrappers), else
     `--rank N` on its command line, else the local rank from either."""
-    found: dict[bool, str] = {}
+    on_line: dict[bool, str] = {}  # local or not -> value
     for i, arg in enumerate(argv):
-        m = _RANK_ARG.fullmatch(arg)
-        value = m and (m["value"] or (argv[i + 1] if i + 1 < len(argv) else ""))
-        if m and value and value.isdigit():
-            found.setdefault(bool(m["local"]), value)
-    for value in (env.get("RANK"), found.get(False), env.get("LOCAL_RANK"), found.get(True)):
+        found = _RANK_ARG.fullmatch(arg)
+        if found is None:
+            continue
+        value = found["value"] or (argv[i + 1] if i + 1 < len(argv) else "")
+        if value.isdigit():
+            on_line.setdefault(found["local"] is not None, value)
+    for value in (env.get("RANK"), on_line.get(False), env.get("LOCAL_RANK"),
+                  on_line.get(True)):
         if value is not None and value.isdigit():
             return str(int(value))
     return None

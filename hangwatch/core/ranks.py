@@ -118,9 +118,9 @@ class RankTracker:
             if len(head) == len(data):
                 return
         if src.merged:
-            self._scan(src, data.rsplit(b"\n", TAIL_LINES + 1)[-TAIL_LINES - 1:], phase)
+            self._scan(src, data[_tail_start(data, TAIL_LINES):].split(b"\n"), phase)
         else:
-            last = data.rstrip(b"\n").rpartition(b"\n")[2]
+            last = data[_tail_start(data, 1):].rstrip(b"\n")
             member = self._member(src, None)
             if member is not None and last:
                 member.last_line = last[:LINE_KEEP].decode("utf-8", "replace")
@@ -452,6 +452,16 @@ def span(ranks: Sequence[str]) -> str:
                      if len(values) > 2 else f"{values[0]},{values[1]}")
     parts += sorted(r for r in ranks if not r.isdigit())
     return ",".join(parts)
+
+
+def _tail_start(data: bytes, lines: int) -> int:
+    """Where the last `lines` lines of a block start, found without copying the block."""
+    end = len(data) - 1 if data.endswith(b"\n") else len(data)
+    for _ in range(lines):
+        end = data.rfind(b"\n", 0, end)
+        if end < 0:
+            return 0
+    return end + 1
 
 
 def _compile_prefixes(patterns: Sequence[str]) -> regex.Pattern[str]:
