@@ -135,3 +135,9 @@ def test_check_all_ranks_equal_says_stuck_as_a_whole(tmp_path):
     assert "ranks: no rank stands out among 4 ranks (step 8, in train_loop): the job is " \
            "stuck as a whole" in text
     assert "0-3" in text
+
+
+def test_github_annotation_names_the_laggard():
+    from hangwatch.reporters.github import annotation
+
+    assert f"Ranks: held up by rank 2: {LAG.why}." in annotation(INCIDENT)
