@@ -53,6 +53,7 @@ SCAN_KEEP = 2000  # of a line scanned here, enough for a START pattern
 SILENT_MIN_S = 60.0  # a rank silent this much longer than the others went silent first...
 SILENT_SHARE = 0.25  # ...or this share of the stall threshold, whichever is longer
 MAX_LAGGARDS = 64
+MAX_MEMBERS = 4096  # memory stays flat when a log names ever new actors (Ray pids)
 
 
 @dataclass
@@ -257,6 +258,8 @@ class RankTracker:
         key = rank if rank is not None else f"source:{src.path}"
         member = self.members.get(key)
         if member is None:
+            if len(self.members) >= MAX_MEMBERS:
+                return None
             member = self.members[key] = Member(rank, src.path, last_seen=self.clock.monotonic())
         return member
 

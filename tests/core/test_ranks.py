@@ -252,3 +252,12 @@ def test_rank_from_the_file_name_only_where_it_is_clear(path, rank):
 def test_rank_lists_are_written_as_ranges():
     assert span(["0", "1", "2", "3", "5", "7", "8"]) == "0-3,5,7,8"
     assert span(["3", "1"]) == "1,3"
+
+
+def test_ever_new_actors_keep_memory_flat():
+    from hangwatch.core.ranks import MAX_MEMBERS
+
+    engine, _ = make(True)
+    engine.feed_block("ray.log", block([f"(WorkerDict pid={pid}) loaded shard"
+                                        for pid in range(MAX_MEMBERS + 500)]))
+    assert len(engine.ranks.members) == MAX_MEMBERS
