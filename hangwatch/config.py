@@ -21,6 +21,7 @@ from hangwatch.core.model import (
     Origin,
     PhaseRule,
     ProgressRule,
+    RankRule,
     RulePack,
     SignalRule,
 )
@@ -28,7 +29,7 @@ from hangwatch.core.rules import RuleSet
 from hangwatch.errors import ConfigError, ConfigErrors
 
 PACK_KEYS = {"pack", "description", "extends", "layer", "phases", "signals", "noise",
-             "progress", "finish", "diagnoses", "checks"}
+             "progress", "finish", "diagnoses", "checks", "ranks"}
 LAYERS = ("pack", "generic")
 GENERIC_PREFIX = "generic:"  # generic-layer ids are shown, and kept apart, as generic:<id>
 SECTION_KEYS: dict[str, tuple[set[str], set[str]]] = {
@@ -40,6 +41,7 @@ SECTION_KEYS: dict[str, tuple[set[str], set[str]]] = {
     "finish": ({"id", "match"}, set()),
     "diagnoses": ({"id", "when"}, {"advice"}),
     "checks": ({"id"}, {"env", "path", "status", "fix"}),
+    "ranks": ({"id", "match"}, set()),
 }
 ID_PATTERN = regex.compile(r"[a-z][a-z0-9_]*")
 PACK_NAME_PATTERN = regex.compile(r"[a-z][a-z0-9_.-]*")
@@ -213,6 +215,7 @@ class _PackParser:
             progress=tuple(sections["progress"]),
             finish=tuple(sections["finish"]),
             diagnoses=tuple(sections["diagnoses"]),
+            ranks=tuple(sections["ranks"]),
         )
 
     def _section(self, doc: _Mapping, section: str, seen: dict[str, int]) -> Iterator[Any]:
@@ -328,6 +331,16 @@ class _PackParser:
             return None
         return ProgressRule(id=item["id"], match=pattern, counter=counter, heartbeat=heartbeat,
                             origin=origin)
+
+    def _ranks(self, item: _Mapping, origin: Origin) -> RankRule | None:
+        pattern = self._regex(item, "match")
+        if pattern is None:
+            return None
+        if "rank" not in regex.compile(pattern).groupindex:
+            self.error(f"`match` needs a named group `rank` (e.g. `\\[worker(?P<rank>\\d+)\\]`): "
+                       f"{pattern!r}", item.key_lines["match"], item["id"])
+            return None
+        return RankRule(id=item["id"], match=pattern, origin=origin)
 
     def _diagnoses(self, item: _Mapping, origin: Origin) -> DiagnosisRule | None:
         when = item["when"]

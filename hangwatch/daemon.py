@@ -162,6 +162,8 @@ class Session:
 
     def _caught_up_with(self, item: CaughtUp) -> None:
         self._caught_up[item.path] = item.mtime
+        if item.mtime is not None:  # each file's last write: which rank went quiet first
+            self.engine.ranks.backdate(item.path, max(0.0, time.time() - item.mtime))
         if len(self._caught_up) < len(self.sources):
             return
         written = [m for m in self._caught_up.values() if m is not None]

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hangwatch.collectors import flight
 from hangwatch.collectors.bounded import Background
 from hangwatch.collectors.discover import Found, discover
 from hangwatch.collectors.gpu import collect_gpus
@@ -94,6 +95,9 @@ def take_snapshot(options: SnapshotOptions) -> dict[str, Any]:
     processes = _processes(found, dict(records), dict(stacks), set(python_pids), options,
                            complete=procs_job.done())
     gpus = _match_gpus(nvml.pop("gpus", []), processes)
+    # The job's own interpreter first: it has torch, whose analyzer reads the dumps.
+    pythons = [p["exe"] for p in processes if p.get("exe") and p["pid"] in python_pids]
+    recorder = flight.collect(processes, timeout=left() - 0.5, pythons=pythons)
     return {
         "taken_at": taken_at,
         "elapsed_s": round(time.monotonic() - start, 2),
@@ -105,6 +109,7 @@ def take_snapshot(options: SnapshotOptions) -> dict[str, Any]:
         "discovery": {"log_paths": [str(p) for p in options.log_paths],
                       "match": options.match, "notes": notes},
         "errors": errors,
+        "flight_recorder": recorder,
     }
 
 
@@ -176,6 +181,12 @@ def key_findings(snapshot: dict[str, Any]) -> list[str]:
     if processes and _foreign_gpu_pids(snapshot):
         lines.append("GPU processes do not match the job's pids (another pid namespace?): "
                      "GPU lines above cover every GPU")
+    recorder = snapshot.get("flight_recorder")
+    if recorder:
+        dumps = recorder.get("dumps", [])
+        lines.append(f"Flight Recorder: {len(dumps)} dump(s)"
+                     + (f"; {recorder['desync']}" if recorder.get("desync") else "")
+                     + (f"; {recorder['note']}" if recorder.get("note") else ""))
     found = facts(snapshot, phase=None, signals=())
     for key in ("shm", "disk"):
         if found.get(key, ("",))[0] == "full":
@@ -232,7 +243,8 @@ def process_rows(snapshot: dict[str, Any]) -> list[tuple[str, ...]]:
         env = p.get("env") or {}
         rss = p.get("rss")
         rows.append((
-            str(p.get("pid")), p.get("found_by", ""), env.get("RANK", env.get("LOCAL_RANK", "")),
+            str(p.get("pid")), p.get("found_by", ""),
+            p.get("rank", env.get("RANK", env.get("LOCAL_RANK", ""))),
             p.get("name") or "", p.get("status") or "",
             _text(p.get("cpu_percent")), human_bytes(rss) if rss is not None else "",
             _text(p.get("threads")), ", ".join(map(str, p.get("gpus", []))),

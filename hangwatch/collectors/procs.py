@@ -26,6 +26,8 @@ INTERESTING_ENV = re.compile(
     r"|LD_PRELOAD|LD_LIBRARY_PATH)"
 )
 _PYTHON_NAME = re.compile(r"(?:python|pypy)[\d.]*(?:-dbg)?|ray::.*")
+# A rank on the command line: `--rank 3`, `--rank=3`, `--local-rank=3`.
+_RANK_ARG = re.compile(r"--(?P<local>local[-_])?rank(?:=(?P<value>\d+))?")
 MAX_PEERS = 32
 
 
@@ -112,9 +114,30 @@ def _details(ps: Any, proc: Any) -> dict[str, Any]:
     read("fd_limit", lambda: proc.rlimit(ps.RLIMIT_NOFILE)[0])
     read("connections", lambda: _connections(proc))
     read("env", lambda: _env(proc.environ()))
+    rank = rank_of(out.get("env") or {}, out.get("cmdline") or [])
+    if rank is not None:
+        out["rank"] = rank
     if unreadable:
         out["unreadable"] = unreadable
     return out
+
+
+def rank_of(env: dict[str, str], argv: list[str]) -> str | None:
+    """The process's rank: `RANK` in its environment (torchrun, Slurm wrappers), else
+    `--rank N` on its command line, else the local rank from either."""
+    on_line: dict[bool, str] = {}  # local or not -> value
+    for i, arg in enumerate(argv):
+        found = _RANK_ARG.fullmatch(arg)
+        if found is None:
+            continue
+        value = found["value"] or (argv[i + 1] if i + 1 < len(argv) else "")
+        if value.isdigit():
+            on_line.setdefault(found["local"] is not None, value)
+    for value in (env.get("RANK"), on_line.get(False), env.get("LOCAL_RANK"),
+                  on_line.get(True)):
+        if value is not None and value.isdigit():
+            return str(int(value))
+    return None
 
 
 def _connections(proc: Any) -> dict[str, Any]:

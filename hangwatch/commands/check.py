@@ -16,6 +16,7 @@ from hangwatch.core.engine import Engine
 from hangwatch.core.lines import LineSplitter
 from hangwatch.errors import ExitStatus, HangwatchError
 from hangwatch.reporters.base import wait_lines, where_text
+from hangwatch.reporters.ranks import COLUMNS, grouped, stall_lines
 
 READ_SIZE = 1 << 20
 
@@ -28,9 +29,12 @@ def read_log(engine: Engine, path: Path) -> float:
             while chunk := fh.read(READ_SIZE):
                 engine.feed_block(str(path), splitter.push(chunk))
             engine.feed_block(str(path), splitter.flush())
-            return path.stat().st_mtime
+            mtime = path.stat().st_mtime
     except OSError as exc:
         raise HangwatchError(f"cannot read {path}: {exc.strerror or exc}") from None
+    # Each file's own last write tells which rank went quiet first.
+    engine.ranks.backdate(str(path), max(0.0, time.time() - mtime))
+    return mtime
 
 
 def verdict(engine: Engine, quiet_s: float) -> str:
@@ -65,6 +69,10 @@ def result(engine: Engine, quiet_s: float) -> dict[str, Any]:
         "signals": state["signals"],
         "timeline": state["timeline"],
         "advice": [{"text": a.text, "because": a.because} for a in advice],
+        "ranks": [row.to_dict() for row in diagnosis.ranks],
+        "laggards": [dataclasses.asdict(lag) for lag in diagnosis.laggards],
+        "rank_summary": diagnosis.rank_summary,
+        "desync": diagnosis.desync,
     }
 
 
@@ -90,6 +98,15 @@ def render(data: dict[str, Any], out: TextIO) -> None:
             title = f"  {entry['title']}" if entry.get("parent") else entry["title"]
             print(f"  {title:<32} {entry['state']:<10} line {entry['line']:<8} "
                   f"{took_text}", file=out)
+    table = grouped(data["ranks"])
+    if table or data["rank_summary"] or data["desync"]:
+        print("\nranks:", file=out)
+        for line in stall_lines(data):
+            print(f"  {line}", file=out)
+        if table:
+            print("  " + "  ".join(f"{c:<12}" for c in COLUMNS).rstrip(), file=out)
+        for row in table:
+            print("  " + "  ".join(f"{c:<12}" for c in row).rstrip(), file=out)
     if data["signals"]:
         print("\nsignals:", file=out)
         for s in data["signals"]:

@@ -26,6 +26,7 @@ from hangwatch.core.model import PhaseRule
 from hangwatch.core.phases import PhaseTracker, Where
 from hangwatch.core.prefilter import QUIET, Held, Pending, Plain, Prefilter
 from hangwatch.core.progress import ProgressJudge
+from hangwatch.core.ranks import RankTracker
 from hangwatch.core.rules import LineMatch, RuleSet, is_generic_only
 from hangwatch.core.stall import StallTimer
 from hangwatch.core.timestamps import parse_stamp
@@ -65,6 +66,7 @@ class Engine:
         self.timer = StallTimer(clock.monotonic())
         self.judge = ProgressJudge()
         self.waits = WaitDetector()
+        self.ranks = RankTracker(rules.ranks, clock)  # per-rank state; see core/ranks.py
         self.lines: dict[str, int] = {}
         self.signals: dict[str, SignalRecord] = {}
         self._phase_signals: dict[str, SignalEvent] = {}  # seen since the current phase began
@@ -79,11 +81,13 @@ class Engine:
         lines are read at one instant: once one is progress, later plain lines cannot change
         when progress happened, so they are not judged (the same through the prefilter)."""
         self._progressed = False
-        if self.prefilter is not None:
-            return self._feed_segments(source, data, self.prefilter)
         events: list[Event] = []
-        for raw in _lines(data):
-            events.extend(self._feed_line(source, raw.decode("utf-8", "replace")))
+        if self.prefilter is not None:
+            events = self._feed_segments(source, data, self.prefilter)
+        else:
+            for raw in _lines(data):
+                events.extend(self._feed_line(source, raw.decode("utf-8", "replace")))
+        self.ranks.feed_block(source, data, self.tracker.current)  # ranks: prefixes, world
         return events
 
     def _feed_segments(self, source: str, data: bytes, prefilter: Prefilter) -> list[Event]:
@@ -116,13 +120,15 @@ class Engine:
                 if resolved is QUIET:
                     continue
                 match = resolved
-            self._release(held)
+            self._release(held, source)
             events.extend(self._matched(source, line, text, match))
-        self._release(held)
+        self._release(held, source)
         return events
 
-    def _release(self, held: Held) -> None:
+    def _release(self, held: Held, source: str) -> None:
         for rule, matches in held.release():
+            # ranks: each rank's newest set-aside line (counter, phase)
+            matches = self.ranks.held(source, rule, matches, self.tracker.current)
             for match in matches:
                 if self.judge.remember(rule, match):
                     break
@@ -219,6 +225,7 @@ class Engine:
                 for k, r in self.signals.items()
             ],
             "timeline": self.timeline(),
+            "ranks": self.ranks.rows(),
         }
 
     def timeline(self) -> list[dict[str, Any]]:
@@ -253,9 +260,11 @@ class Engine:
         # A phase marker is progress when it moved a phase; a repeat of an open phase's start
         # (a step line, a tqdm redraw) is judged like any other line, counters included.
         moved = match.finish is not None or any(isinstance(e, PhaseEvent) for e in events)
+        default = not match.progress and match.noise is None and not match.signals
+        self.ranks.matched(source, text, match, moved or advanced or default)  # ranks
         if moved or advanced:
             events.extend(self._progress(source, line))
-        elif not match.progress and match.noise is None and not match.signals:
+        elif default:
             # Words name where the job is, not whether it moves: a generic line that only
             # repeats is judged as a line no rule knows.
             if is_generic_only(match):
@@ -305,6 +314,7 @@ class Engine:
     def _progress(self, source: str, line: int) -> list[Event]:
         self._progressed = True
         self.waits.progressed()
+        self.ranks.progress(source)  # ranks: a file of one rank moved
         now = self.clock.monotonic()
         stalled_for = self.timer.progress(now)
         if stalled_for is None:
@@ -348,6 +358,7 @@ class Engine:
                      else "no phase marker seen yet")
             advice.extend(Advice(text, f"no progress for {format_duration(idle)}, {where}")
                           for text in NO_PHASE_ADVICE)
+        ranks = self.ranks.verdict(self.threshold())
         return StallEvent(
             phase=phase.id if phase else None,
             phase_title=phase.title if phase else None,
@@ -363,6 +374,10 @@ class Engine:
             last_step=last_step.id if last_step else None,
             marker=self._marker(),
             threshold_from=threshold_from,
+            laggards=ranks.laggards,
+            ranks=ranks.rows,
+            rank_summary=ranks.summary,
+            desync=ranks.desync,
         )
 
 

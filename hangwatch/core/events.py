@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
 
 Severity = Literal["info", "warning", "error"]
 
@@ -71,6 +71,34 @@ class Wait:
 
 
 @dataclass(frozen=True)
+class Laggard:
+    """A rank that holds the job up, and why it was named (core/ranks.py)."""
+
+    source: str | None  # its log file; None for a rank that never logged
+    rank: int | str | None  # None: a log file that names no rank
+    phase: str | None
+    last_progress_s: float | None  # seconds since it last made progress
+    counter: float | int | None  # its step (or other counter) when it prints one
+    why: str
+
+
+@dataclass(frozen=True)
+class RankRow:
+    """One rank's state for tables: live view, report, check."""
+
+    rank: int | str | None
+    source: str
+    phase: str | None
+    counter: float | int | None
+    idle_s: float | None
+    last_line: str
+    laggard: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class StallEvent:
     phase: str | None
     phase_title: str | None
@@ -86,6 +114,10 @@ class StallEvent:
     last_step: str | None = None  # the last step completed inside the phase
     marker: str | None = None  # `source:line: text` of the line that opened phase or step
     threshold_from: str = "default"  # where the threshold comes from (`--stall`, a phase's ...)
+    laggards: tuple[Laggard, ...] = ()  # empty with several ranks: stuck as a whole
+    ranks: tuple[RankRow, ...] = ()
+    rank_summary: str = ""  # who holds the job up, or that no rank stands out
+    desync: str = ""  # where each rank's collectives stand, from the NCCL watchdog's lines
 
 
 @dataclass(frozen=True)

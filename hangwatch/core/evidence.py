@@ -239,7 +239,7 @@ def telling_frame(stack: str | None) -> str | None:
 def process_label(process: dict[str, Any]) -> str:
     """`pid 4242 rank 3 (python)`: ranks named from the environment when it says."""
     env = process.get("env") or {}
-    rank = env.get("RANK", env.get("LOCAL_RANK"))
+    rank = process.get("rank", env.get("RANK", env.get("LOCAL_RANK")))
     label = f"pid {process.get('pid')}"
     if rank is not None:
         label += f" rank {rank}"

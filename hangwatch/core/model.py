@@ -75,6 +75,16 @@ class FinishRule:
 
 
 @dataclass(frozen=True)
+class RankRule:
+    """Where a line of a merged log says which rank wrote it: `match` has a named group
+    `rank` (a number, or any label such as a Ray actor's `pid=N, ip=A`)."""
+
+    id: str
+    match: str
+    origin: Origin
+
+
+@dataclass(frozen=True)
 class DiagnosisRule:
     """Advice chosen by evidence: every condition in `when` must hold (see core/evidence.py)."""
 
@@ -98,6 +108,7 @@ class RulePack:
     progress: tuple[ProgressRule, ...] = ()
     finish: tuple[FinishRule, ...] = ()
     diagnoses: tuple[DiagnosisRule, ...] = field(default=())
+    ranks: tuple[RankRule, ...] = ()
 
     def rule_count(self) -> dict[str, int]:
         return {
@@ -107,4 +118,5 @@ class RulePack:
             "progress": len(self.progress),
             "finish": len(self.finish),
             "diagnoses": len(self.diagnoses),
+            "ranks": len(self.ranks),
         }

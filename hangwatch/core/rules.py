@@ -14,6 +14,7 @@ from hangwatch.core.model import (
     NoiseRule,
     PhaseRule,
     ProgressRule,
+    RankRule,
     RulePack,
     SignalRule,
 )
@@ -21,7 +22,7 @@ from hangwatch.errors import ConfigError, ConfigErrors
 
 # A pathological pattern on a pathological line must not freeze the loop.
 MATCH_TIMEOUT_S = 0.05
-KINDS = ("phases", "signals", "noise", "progress", "finish", "diagnoses")
+KINDS = ("phases", "signals", "noise", "progress", "finish", "diagnoses", "ranks")
 
 R = TypeVar("R")
 
@@ -56,6 +57,7 @@ class RuleSet:
         self.progress: tuple[ProgressRule, ...] = tuple(merged["progress"])
         self.finish: tuple[FinishRule, ...] = tuple(merged["finish"])
         self.diagnoses: tuple[DiagnosisRule, ...] = tuple(merged["diagnoses"])
+        self.ranks: tuple[RankRule, ...] = tuple(merged["ranks"])  # rank prefixes of packs
         self._by_phase = {p.id: p for p in self.phases}
         self._starts = [Compiled(p, regex.compile(p.start)) for p in self.phases]
         self._dones = [Compiled(p, regex.compile(p.done)) for p in self.phases if p.done]

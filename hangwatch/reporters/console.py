@@ -3,6 +3,7 @@ and on a stall a panel with the evidence and the advice."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import deque
 from collections.abc import Callable
@@ -19,6 +20,7 @@ from hangwatch.core.durations import format_duration
 from hangwatch.core.events import Event, Incident, Notice, StallEvent
 from hangwatch.reporters.base import View, advice_groups
 from hangwatch.reporters.plain import describe
+from hangwatch.reporters.ranks import COLUMNS, grouped, stall_lines
 
 TIMELINE_ROWS = 8
 TAIL_ROWS = 8
@@ -71,6 +73,9 @@ class ConsoleReporter:
             parts.append(self._status(self.view))
             if self.view.state["timeline"]:
                 parts.append(self._timeline(self.view.state["timeline"]))
+            ranks = grouped(self.view.state.get("ranks") or [])
+            if ranks:
+                parts.append(self._ranks(ranks))
             if self.view.tail:
                 tail = Text("\n".join(line[:200] for line in self.view.tail[-TAIL_ROWS:]),
                             style="dim", no_wrap=True, overflow="ellipsis")
@@ -120,6 +125,16 @@ class ConsoleReporter:
                           format_duration(duration))
         return table
 
+    @staticmethod
+    def _ranks(rows: list[tuple[str, str, str, str]]) -> Table:
+        """Ranks in the same phase at the same step share a row; `*` marks a laggard."""
+        table = Table(title="ranks", title_justify="left", expand=False)
+        for column in COLUMNS:
+            table.add_column(column)
+        for row in rows:
+            table.add_row(*(escape(cell) for cell in row))
+        return table
+
     def _stall_panel(self, incident: Incident) -> Panel:
         stall = incident.stall
         body = Text()
@@ -134,6 +149,8 @@ class ConsoleReporter:
         if incident.report:
             body.append("report:            ", style="bold")
             body.append(f"{incident.report}\n")
+        for line in stall_lines(dataclasses.asdict(stall)):
+            body.append(f"{line}\n", style="bold yellow" if line.startswith("laggard") else "")
         for finding in incident.findings:
             body.append(f"- {finding}\n", style="yellow")
         if incident.advice:

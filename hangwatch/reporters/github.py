@@ -40,6 +40,8 @@ def annotation(incident: Incident) -> str:
     message = (f"No progress for {format_duration(stall.idle_s)} (threshold "
                f"{format_duration(stall.threshold_s)}) in {_phase_text(incident)}; last "
                f"completed phase: {stall.last_completed or 'none'}.")
+    if stall.laggards:
+        message += f" Ranks: {stall.rank_summary}."
     if incident.advice:
         message += f" Advice: {incident.advice[0].text}"
     if incident.report:

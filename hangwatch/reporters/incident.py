@@ -5,6 +5,8 @@ feed to a tool.
                                     report.md    the summary a person reads first
                                     stacks.txt   every Python stack
                                     log-tail.txt the log's last lines
+                                    flight-recorder/  the job's Flight Recorder dumps, and
+                                                 torch's analysis of them (when enabled)
 
 Files are written to a temporary name and renamed, so a reader never sees half a report; they
 are private to the user (0600 in a 0700 folder) since stacks and environments say a lot.
@@ -13,9 +15,11 @@ Every string passes through the redactor on its way out.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import re
+import shutil
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,6 +31,7 @@ from hangwatch.core.events import Advice, StallEvent
 from hangwatch.core.evidence import process_label
 from hangwatch.files import write_atomic
 from hangwatch.reporters.base import wait_lines, where_text
+from hangwatch.reporters.ranks import COLUMNS, grouped, laggard_name, stall_lines
 from hangwatch.snapshot import (
     GPU_COLUMNS,
     PROCESS_COLUMNS,
@@ -59,9 +64,12 @@ def write_incident(report_dir: Path, *, stall: StallEvent, timeline: Sequence[di
         "key_findings": key_findings(snap) if snapshot is not None else [],
         "taken_at": snap.get("taken_at"),
         "errors": snap.get("errors", []),
+        "flight_recorder": snap.get("flight_recorder"),
     })
     folder = _new_folder(report_dir, stall.wall, stall.phase or "unknown")
     tail = [redact_text(line.rstrip("\n")) for line in log_tail]
+    if report["flight_recorder"]:
+        _copy_dumps(folder / "flight-recorder", report["flight_recorder"])
     _write(folder / "report.json", json.dumps(report, indent=2, default=str) + "\n")
     _write(folder / "report.md", render_markdown(report, tail, snapshot is not None))
     _write(folder / "stacks.txt", render_stacks(report["processes"]))
@@ -77,6 +85,21 @@ def write_snapshot(report_dir: Path, snapshot: dict[str, Any]) -> Path:
     _write(folder / "snapshot.json", json.dumps(snap, indent=2, default=str) + "\n")
     _write(folder / "stacks.txt", render_stacks(snap.get("processes", [])))
     return folder
+
+
+def _copy_dumps(folder: Path, recorder: dict[str, Any]) -> None:
+    """The dumps as the job wrote them (for torch's analyzer elsewhere), and its analysis."""
+    folder.mkdir(mode=0o700)
+    for dump in recorder.get("dumps", []):
+        with contextlib.suppress(OSError):  # gone, or unreadable: its summary says so
+            target = folder / Path(dump["path"]).name
+            shutil.copyfile(dump["path"], target)
+            target.chmod(0o600)
+            dump["copied_to"] = f"flight-recorder/{target.name}"
+    analysis = recorder.get("analysis")
+    if analysis:
+        _write(folder / "analysis.txt", f"{analysis.get('tool', '')}\n"
+                                         f"status: {analysis['status']}\n\n{analysis['output']}\n")
 
 
 def _new_folder(report_dir: Path, wall: float, label: str) -> Path:
@@ -128,6 +151,10 @@ def render_markdown(report: dict[str, Any], tail: Sequence[str], snapshot_taken:
     if signals:
         out += _section("Signals seen", [f"- `{s['id']}` ({s['severity']}) {s['source']}:"
                                          f"{s['line']}: `{s['text']}`" for s in signals])
+    if stall.get("ranks") or stall.get("rank_summary") or stall.get("desync"):
+        out += _section("Ranks", _ranks_md(stall, report["processes"]))
+    if report.get("flight_recorder"):
+        out += _section("Flight Recorder", _flight_md(report["flight_recorder"]))
     out += _section("Timeline", _timeline_table(report["timeline"]))
     if snapshot_taken:
         out += _section("Processes", _table(PROCESS_COLUMNS, process_rows(report)))
@@ -179,6 +206,46 @@ def _timeline_table(timeline: Sequence[dict[str, Any]]) -> list[str]:
     lines = _table(("phase", "state", "started (UTC)", "took", "where"), rows)
     if len(timeline) > len(shown):
         lines.append(f"\n({len(timeline) - len(shown)} earlier entries in report.json)")
+    return lines
+
+
+def _ranks_md(stall: dict[str, Any], processes: Sequence[dict[str, Any]]) -> list[str]:
+    """Who holds the job up, the ranks side by side, and each laggard's stack."""
+    lines = [f"- {line}" for line in stall_lines(stall)]
+    table = grouped(stall.get("ranks") or [])
+    if table:
+        lines += ["", *_table(COLUMNS, table), "", "`*`: a laggard"]
+    for lag in stall.get("laggards") or []:
+        if lag.get("rank") is None:
+            continue
+        mine = [p for p in processes if str(p.get("rank")) == str(lag["rank"])]
+        lines += ["", f"### {laggard_name(lag)}: {lag['why']}", ""]
+        if not mine:
+            lines.append("(no process of this rank found on this machine: ranks are told "
+                         "from `RANK`/`LOCAL_RANK` or `--rank N`)")
+        for p in mine:
+            body = p.get("stack") or f"(no stack: {p.get('stack_error', 'unknown')})"
+            lines += [f"{process_label(p)}:", "", "```text", body, "```"]
+    return lines
+
+
+def _flight_md(recorder: dict[str, Any]) -> list[str]:
+    lines = [f"- dumps under `{', '.join(recorder.get('prefixes', []))}`: "
+             f"{len(recorder.get('dumps', []))}"]
+    if recorder.get("note"):
+        lines.append(f"- {recorder['note']}")
+    if recorder.get("desync"):
+        lines.append(f"- collectives: {recorder['desync']}")
+    for dump in recorder.get("dumps", []):
+        waiting = dump.get("waiting_in") or {}
+        state = (f"waiting in {waiting.get('op')} #{waiting.get('collective_seq_id')} "
+                 f"({waiting.get('state')})" if waiting else dump.get("error", "all completed"))
+        lines.append(f"- rank {dump.get('rank')}: {state}")
+    analysis = recorder.get("analysis")
+    if analysis:
+        lines += ["", f"torch's analyzer: **{analysis['status']}** "
+                      "(flight-recorder/analysis.txt)", "", "```text",
+                  *analysis["output"].splitlines()[-MD_LOG_LINES:], "```"]
     return lines
 
 

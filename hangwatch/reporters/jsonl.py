@@ -67,6 +67,9 @@ def incident_dict(incident: Incident) -> dict[str, Any]:
         "advice": [a.text for a in incident.advice],
         "evidence": list(dict.fromkeys(a.because for a in incident.advice)),
         "findings": list(incident.findings),
+        "laggards": [dataclasses.asdict(lag) for lag in stall.laggards],
+        "rank_summary": stall.rank_summary,
+        "desync": stall.desync,
         "time": stall.wall,
     }
 

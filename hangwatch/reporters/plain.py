@@ -20,6 +20,7 @@ from hangwatch.core.events import (
     SignalEvent,
 )
 from hangwatch.reporters.base import View, advice_groups, wait_lines, where_text
+from hangwatch.reporters.ranks import stall_lines
 
 
 def describe(event: Event) -> str:
@@ -58,6 +59,7 @@ def describe_incident(incident: Incident) -> list[str]:
     lines += [f"  repeating:         {line}" for line in wait_lines(data["waits"])[:3]]
     if incident.report:
         lines.append(f"  report:            {incident.report}")
+    lines += [f"  {line}" for line in stall_lines(dataclasses.asdict(stall))]
     lines += [f"  finding: {f}" for f in incident.findings]
     for because, texts in advice_groups(incident.advice):
         lines += [f"  advice: {text}" for text in texts]

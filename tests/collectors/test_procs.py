@@ -121,3 +121,15 @@ def test_status_is_published_before_a_read_that_hangs():
 ])
 def test_python_processes_are_recognised(exe, name, expected):
     assert is_python({"exe": exe, "name": name}) is expected
+
+
+def test_rank_of_a_process_from_its_environment_then_its_command_line():
+    from hangwatch.collectors.procs import rank_of
+
+    assert rank_of({"RANK": "3", "LOCAL_RANK": "1"}, ["python", "--rank", "9"]) == "3"
+    assert rank_of({}, ["python", "train.py", "--rank", "2"]) == "2"
+    assert rank_of({}, ["python", "train.py", "--rank=5"]) == "5"
+    assert rank_of({"LOCAL_RANK": "1"}, ["python", "train.py"]) == "1"
+    assert rank_of({}, ["python", "train.py", "--local_rank=4"]) == "4"
+    assert rank_of({}, ["python", "train.py", "--rank"]) is None
+    assert rank_of({"RANK": "x"}, ["python"]) is None

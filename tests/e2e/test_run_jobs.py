@@ -146,6 +146,78 @@ def test_rank_that_never_joins_stalls_in_distributed_init(tmp_path):
     assert run.leftovers() == []
 
 
+# --- which rank holds the job up ------------------------------------------------------------
+
+
+def test_rank_stuck_in_data_loading_is_named_with_its_stack(tmp_path):
+    pytest.importorskip("torch")
+    run = hangwatch_run(tmp_path, "ranks_data_stall.py", "--stall-at", "9", stall="8s",
+                        timeout=90)
+    assert run.status == 3, run.stderr
+    stall = run.report()["stall"]
+    assert [(lag["rank"], lag["counter"]) for lag in stall["laggards"]] == [(2, 8)]
+    assert stall["laggards"][0]["why"] == "at step 8 while ranks 0,1 reached step 11"
+    assert [row["counter"] for row in stall["ranks"]] == [11, 11, 8]
+    assert "laggard: rank 2" in run.stderr  # hangwatch speaks on stderr; the job on stdout
+    assert run.leftovers() == []
+    # rank 2's own process, told from its RANK, waits in load_batch: its stack is in the report
+    stacks = run.stacks()
+    processes = {p.get("rank"): p for p in run.report()["processes"] if p.get("stack")}
+    assert "load_batch" in (processes.get("2") or {}).get("stack", ""), stacks
+    markdown = next((tmp_path / "hangwatch-reports").glob("*/report.md")).read_text()
+    section = markdown.split("### rank 2", 1)[1].split("\n## ", 1)[0]
+    assert "load_batch" in section
+
+
+def test_ranks_all_waiting_at_one_step_are_stuck_as_a_whole(tmp_path):
+    pytest.importorskip("torch")
+    run = hangwatch_run(tmp_path, "ranks_data_stall.py", "--stall-at", "6", "--slow-rank",
+                        "all", stall="8s", options=("--no-snapshot",), timeout=90)
+    assert run.status == 3, run.stderr
+    stall = run.report()["stall"]
+    assert stall["laggards"] == []
+    assert stall["rank_summary"] == ("no rank stands out among 3 ranks (step 5, in train_loop): "
+                                     "the job is stuck as a whole")
+    assert run.leftovers() == []
+
+
+def watch_rank_files(tmp_path: Path, jobs, *job_args: str) -> dict[str, Any]:
+    """Start the job writing rank0.log..rank2.log, watch the three files with `hangwatch
+    LOG...`, return its stall event (JSON Lines)."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    pids = tmp_path / "pids"
+    env = {"JOB_PIDS_FILE": str(pids)}
+    jobs.start([sys.executable, str(JOBS / "ranks_data_stall.py"), "--log-dir", str(logs),
+                *job_args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    child_env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT),
+                                                              os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run(
+        [sys.executable, "-m", "hangwatch", *(str(logs / f"rank{r}.log") for r in range(3)),
+         "--stall", "8s", "--exit-on-stall", "--json", "--no-snapshot",
+         "--report-dir", str(tmp_path / "reports")],
+        capture_output=True, text=True, timeout=90, env=child_env, cwd=tmp_path)
+    assert done.returncode == 3, done.stderr
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    [stall] = [e for e in events if e["event"] == "stall"]
+    return stall
+
+
+def test_separate_rank_logs_name_the_rank_behind(tmp_path, jobs):
+    pytest.importorskip("torch")
+    stall = watch_rank_files(tmp_path, jobs, "--stall-at", "9")
+    [lag] = stall["laggards"]
+    assert (lag["rank"], lag["counter"], Path(lag["source"]).name) == (2, 8, "rank2.log")
+    assert stall["rank_summary"].startswith("held up by rank 2: at step 8 while ranks 0,1")
+
+
+def test_separate_rank_logs_name_the_rank_never_started(tmp_path, jobs):
+    pytest.importorskip("torch")
+    stall = watch_rank_files(tmp_path, jobs, "--skip-rank", "1")
+    assert [(lag["rank"], lag["why"]) for lag in stall["laggards"]] == [
+        (1, "never logged (world size 3: world_size=3)")]
+
+
 # --- plain Python hangs ---------------------------------------------------------------------
 
 

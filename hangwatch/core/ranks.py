@@ -1,0 +1,537 @@
+"""Which rank holds the job up: per-rank phase, progress and counters, and the laggards.
+
+A rank is known from the line itself (a merged log's prefix: torch's `[rank3]:`, torchrun
+`--tee`'s `[default3]:`, `srun --label`'s `3: `, Ray's `(WorkerDict pid=N, ip=A)`, ...) or
+else from its file (`rank3.log`, `worker-3.log`, torchrun's `.../3/stdout.log`); a file that
+names no rank is a member of its own. The engine hands over what it sees anyway: the lines a
+rule hits, a block's progress, the newest of the lines it sets aside; this module looks at no
+more of a block than its first 256 KiB per file (init lines: the world size) and, in a merged
+log, the last lines of each block, so catch-up stays at the prefilter's speed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import PurePath
+from typing import Any
+
+import regex
+
+from hangwatch.core import desync
+from hangwatch.core.clock import Clock
+from hangwatch.core.durations import format_duration
+from hangwatch.core.events import Laggard, RankRow
+from hangwatch.core.model import PhaseRule, ProgressRule, RankRule
+from hangwatch.core.rules import LineMatch
+
+BUILTIN_PREFIXES = (
+    r"\[[Rr]ank ?(?P<rank>\d+)\]",  # torch: `[rank3]:`, `[Rank 3]`
+    r"^\[default(?P<rank>\d+)\]:",  # torchrun --tee
+    r"^ {0,4}(?P<rank>\d{1,5}): ",  # srun --label
+    r"^\((?P<rank>(?:[\w.:-]+ )?pid=\d+(?:, ip=[\w.:-]+)?)\)",  # Ray, by actor, pid and ip
+    r"\brank: ?(?P<rank>\d+) \|",
+    r"\bTP(?P<rank>\d+)\]",  # SGLang: `[2025-01-11 10:00:00 TP3]`
+    r"/task:(?P<rank>\d+) has connected",  # JAX coordination service
+    r"\bprocess_index[=: ]+(?P<rank>\d+)",
+)
+_WORLD = regex.compile(
+    r"\bworld_size[=:] ?(?P<world>\d+)|\bWORLD_SIZE[=:] ?(?P<world>\d+)"
+    r"|\bnranks[= ](?P<world>\d+)|\bnum_processes[=:] ?(?P<world>\d+)"
+    r"|\b(?P<joined>\d+)/(?P<world>\d+) clients joined|\bMEMBER: \d+/(?P<world>\d+)"
+    r"|tasks that reached the barrier: (?P<joined>\d+)/(?P<world>\d+)")
+_FILE_RANK = re.compile(r"(?:^|[^a-z])(?:rank|worker|proc|process|task)[-_.]?(\d+)(?:\D|$)",
+                        re.IGNORECASE)
+PREFIX_WINDOW = 256  # characters of a line where its rank prefix may be
+PROBE_BYTES = 256 << 10  # of each file, every line is looked at (init lines, prefixes)
+TAIL_LINES = 64  # of each later block of a merged log
+HELD_LINES = 4096  # set-aside lines of a merged log read at most, for each rank's newest
+LINE_KEEP = 300
+SCAN_KEEP = 2000  # of a line scanned here, enough for a START pattern
+SILENT_MIN_S = 60.0  # a rank silent this much longer than the others went silent first...
+SILENT_SHARE = 0.25  # ...or this share of the stall threshold, whichever is longer
+MAX_LAGGARDS = 64
+MAX_MEMBERS = 4096  # memory stays flat when a log names ever new actors (Ray pids)
+
+
+@dataclass
+class Member:
+    """One rank (or one file that names none) as far as the logs tell."""
+
+    rank: str | None
+    source: str
+    phase: str | None = None
+    reached: dict[str, None] = field(default_factory=dict)  # phases started, in order
+    last_progress: float | None = None
+    last_seen: float = 0.0
+    counters: dict[str, float] = field(default_factory=dict)  # by progress rule id
+    counter_names: dict[str, str] = field(default_factory=dict)
+    last_line: str = ""
+
+    def start(self, phase: str) -> bool:
+        moved = self.phase != phase
+        self.phase = phase
+        self.reached.setdefault(phase, None)
+        return moved
+
+
+@dataclass
+class _Source:
+    path: str
+    rank: str | None  # from the file name
+    merged: bool = False  # its lines carry rank prefixes
+    probed: int = 0
+
+
+@dataclass(frozen=True)
+class Verdict:
+    laggards: tuple[Laggard, ...] = ()
+    summary: str = ""
+    desync: str = ""
+    rows: tuple[RankRow, ...] = ()
+
+
+class RankTracker:
+    def __init__(self, rules: Sequence[RankRule], clock: Clock) -> None:
+        self.clock = clock
+        self._prefix = _compile_prefixes([*BUILTIN_PREFIXES, *(r.match for r in rules)])
+        self._sources: dict[str, _Source] = {}
+        self.members: dict[str, Member] = {}
+        self.works: dict[str, desync.Work] = {}
+        self.world: int | None = None
+        self.world_line = ""
+        self.joined: int | None = None  # the job said this many of `world` joined
+        self._starts: dict[str, regex.Pattern[str]] = {}
+
+    # --- what the engine hands over -----------------------------------------------------
+
+    def feed_block(self, source: str, data: bytes, phase: PhaseRule | None) -> None:
+        """A block the engine has read: its start while the file is young, the end of it in
+        a merged log (prefixes, world size, each rank's last line, and whether it repeats the
+        START of the open `phase`: the engine drops such lines from other ranks unseen)."""
+        src = self._source(source)
+        if src.probed < PROBE_BYTES:
+            head = data[:PROBE_BYTES - src.probed]
+            src.probed += len(data)
+            self._scan(src, head.split(b"\n"), phase)
+            if len(head) == len(data):
+                return
+        if src.merged:
+            self._scan(src, data[_tail_start(data, TAIL_LINES):].split(b"\n"), phase)
+        else:
+            last = data[_tail_start(data, 1):].rstrip(b"\n")
+            member = self._member(src, None)
+            if member is not None and last:
+                member.last_line = last[:LINE_KEEP].decode("utf-8", "replace")
+
+    def matched(self, source: str, text: str, match: LineMatch, progress: bool) -> None:
+        """A line some rule hit; `progress`: the engine counted it as progress."""
+        src = self._source(source)
+        label = self._rank_of(src, text)
+        self._world_in(text)
+        member = self._member(src, label)
+        if member is None:
+            return
+        if any(marker in text for marker in desync.MARKERS) and member.rank is not None:
+            desync.observe(self.works.setdefault(member.rank, desync.Work()), text)
+        now = self.clock.monotonic()
+        member.last_seen, member.last_line, member.source = now, text[:LINE_KEEP], source
+        moved = False
+        for rule in match.phase_starts:
+            self._start(rule)
+            moved |= member.start(rule.id)
+        for rule in match.phase_dones:
+            if member.phase == rule.id:
+                member.phase, moved = None, True
+        if match.finish is not None:
+            member.phase = None
+        for progress_rule, found in match.progress:
+            moved |= _count(member, progress_rule, found)
+        if progress or moved:
+            member.last_progress = now
+
+    def progress(self, source: str) -> None:
+        """The engine saw progress in `source` (a plain line): its member moved, unless the
+        file is a merged log, where a plain line's rank is not known."""
+        src = self._source(source)
+        member = self._member(src, None)
+        if member is not None:
+            member.last_progress = member.last_seen = self.clock.monotonic()
+
+    def held(self, source: str, rule: ProgressRule, matches: Iterator[regex.Match[str]],
+             phase: PhaseRule | None) -> Iterator[regex.Match[str]]:
+        """Lines of a progress rule that the engine set aside, newest first: each rank's
+        newest is taken in (its counter; the open `phase`, whose START such lines may
+        repeat). Returns the matches for the engine to go on with, those read included."""
+        src = self._source(source)
+        taken: list[regex.Match[str]] = []
+        seen: set[str | None] = set()
+        # Once each rank of the file is found, older lines change nothing; while the file is
+        # young (not all of its ranks met yet), all of them are read.
+        known: set[str | None] = {m.rank for m in self.members.values() if m.source == source
+                                  } if src.probed >= PROBE_BYTES else set()
+        limit = HELD_LINES if src.merged else 1
+        for found in matches:
+            taken.append(found)
+            label = self._rank_of(src, found.string)
+            if label not in seen:
+                seen.add(label)
+                self._held_line(src, label, rule, found, phase)
+            if len(taken) >= limit or (known and known <= seen):
+                break
+        return itertools.chain(taken, matches)
+
+    def backdate(self, source: str, idle_s: float) -> None:
+        """`source` had been quiet `idle_s` before it was read (its mtime): its members
+        last moved then at the latest."""
+        at = self.clock.monotonic() - max(0.0, idle_s)
+        for member in self.members.values():
+            if member.source == source:
+                member.last_seen = min(member.last_seen, at)
+                if member.last_progress is not None:
+                    member.last_progress = min(member.last_progress, at)
+
+    # --- the verdict ---------------------------------------------------------------------
+
+    def verdict(self, threshold: float) -> Verdict:
+        members = sorted(self.members.values(), key=lambda m: _order(m.rank or m.source))
+        numeric = {m.rank for m in members if m.rank is not None and m.rank.isdigit()}
+        world = self.world or 0
+        if len(members) < 2 and world < 2 and not self.works:
+            return Verdict()
+        now = self.clock.monotonic()
+        reasons: dict[str, list[str]] = {}
+        counter = _main_counter(members)
+        for member, why in [*_behind(members, counter), *_silent(members, threshold, now),
+                            *_phase_not_reached(members)]:
+            reasons.setdefault(_key(member), []).append(why)
+        found = desync.summarize(self.works, [m.rank for m in members if m.rank is not None],
+                                 span)
+        by_rank = {m.rank: m for m in members if m.rank is not None}
+        for rank, why in found.diverged if found else ():
+            if rank in by_rank:
+                reasons.setdefault(_key(by_rank[rank]), []).append(why)
+        laggards = [_laggard(m, counter, now, "; ".join(reasons[_key(m)]))
+                    for m in members if _key(m) in reasons]
+        missing = self._missing(numeric)
+        laggards += [Laggard(None, int(r), None, None, None,
+                             f"never logged (world size {world}: {self.world_line})")
+                     for r in missing]
+        laggards.sort(key=lambda lag: _order(str(lag.rank if lag.rank is not None
+                                                 else lag.source)))
+        rows = tuple(_row(m, counter, now, _key(m) in reasons) for m in members)
+        return Verdict(tuple(laggards[:MAX_LAGGARDS]),
+                       self._summary(laggards, members, counter, numeric),
+                       found.summary if found else "", rows)
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Each member as the live view shows it (laggards are judged on a stall only)."""
+        members = sorted(self.members.values(), key=lambda m: _order(m.rank or m.source))
+        counter = _main_counter(members)
+        now = self.clock.monotonic()
+        return [_row(m, counter, now, False).to_dict() for m in members]
+
+    # --- internals -----------------------------------------------------------------------
+
+    def _source(self, path: str) -> _Source:
+        src = self._sources.get(path)
+        if src is None:
+            src = self._sources[path] = _Source(path, rank_from_path(path))
+        return src
+
+    def _rank_of(self, src: _Source, text: str) -> str | None:
+        found = self._prefix.search(text[:PREFIX_WINDOW])
+        if found is None:
+            return None
+        label = found.group("rank").strip()
+        if not src.merged:
+            src.merged = True  # its own lines say the rank: the file stands for none
+            self.members.pop(f"source:{src.path}", None)
+        return str(int(label)) if label.isdigit() else label
+
+    def _member(self, src: _Source, label: str | None) -> Member | None:
+        rank = label or src.rank
+        if rank is None and src.merged:
+            return None  # a merged log's line without a prefix (the launcher's own)
+        key = rank if rank is not None else f"source:{src.path}"
+        member = self.members.get(key)
+        if member is None:
+            if len(self.members) >= MAX_MEMBERS:
+                return None
+            member = self.members[key] = Member(rank, src.path, last_seen=self.clock.monotonic())
+        return member
+
+    def _scan(self, src: _Source, lines: list[bytes], phase: PhaseRule | None) -> None:
+        now = self.clock.monotonic()
+        # The STARTs a dropped line may repeat: the open phase's, and those of phases some rank
+        # reached already (a few).
+        phases = dict.fromkeys(p for m in self.members.values() for p in m.reached)
+        if phase is not None:
+            self._starts.setdefault(phase.id, regex.compile(phase.start))
+            phases[phase.id] = None
+        starts = [(p, self._starts[p]) for p in phases if p in self._starts]
+        for raw in lines:
+            if not raw:
+                continue
+            text = raw[:SCAN_KEEP].decode("utf-8", "replace")
+            self._world_in(text)
+            label = self._rank_of(src, text)
+            member = self._member(src, label)
+            if member is None:
+                continue
+            member.last_seen, member.last_line, member.source = now, text[:LINE_KEEP], src.path
+            for phase_id, start in starts:
+                if phase_id not in member.reached and start.search(text):
+                    member.start(phase_id)
+
+    def _world_in(self, text: str) -> None:
+        found = _WORLD.search(text)
+        if found is None:
+            return
+        world, quote = int(found.group("world")), found.group(0)
+        # The smallest quote of the largest world: the same whichever line came first.
+        if world > (self.world or 0) or (world == self.world and quote < self.world_line):
+            self.world, self.world_line = world, quote
+        if found.group("joined") is not None:
+            self.joined = int(found.group("joined"))
+
+    def _held_line(self, src: _Source, label: str | None, rule: ProgressRule,
+                   found: regex.Match[str], phase: PhaseRule | None) -> None:
+        member = self._member(src, label)
+        if member is None:
+            return
+        moved = _count(member, rule, found)
+        if phase is not None and self._start(phase).search(found.string):
+            moved |= member.start(phase.id)
+        now = self.clock.monotonic()
+        member.last_seen, member.last_line = now, found.string[:LINE_KEEP]
+        if moved:
+            member.last_progress = now
+
+    def _start(self, phase: PhaseRule) -> regex.Pattern[str]:
+        pattern = self._starts.get(phase.id)
+        if pattern is None:
+            pattern = self._starts[phase.id] = regex.compile(phase.start)
+        return pattern
+
+    def _missing(self, seen: set[str]) -> list[str]:
+        """Ranks of the world that never logged, named only where the logs are per rank (two
+        ranks or more logged) or the job itself said fewer joined: a job where rank 0
+        alone prints has no missing ranks."""
+        world = self.world or 0
+        if world < 2 or not (len(seen) >= 2 or (self.joined is not None
+                                                 and self.joined < world)):
+            return []
+        return [str(r) for r in range(world) if str(r) not in seen]
+
+    def _summary(self, laggards: list[Laggard], members: list[Member], counter: str | None,
+                 numeric: set[str]) -> str:
+        if laggards:
+            named = "; ".join(f"{_name(lag)}: {lag.why}" for lag in laggards[:3])
+            more = f" (and {len(laggards) - 3} more)" if len(laggards) > 3 else ""
+            return f"held up by {named}{more}"
+        if len(members) >= 2:
+            phases = {m.phase for m in members}
+            values = {m.counters.get(counter) for m in members} if counter else set()
+            what = []
+            if len(values) == 1 and None not in values:
+                what.append(f"{_counter_name(members, counter)} {_number(values.pop())}")
+            if len(phases) == 1 and None not in phases:
+                what.append(f"in {phases.pop()}")
+            detail = f" ({', '.join(what)})" if what else ""
+            return (f"no rank stands out among {len(members)} {'ranks' if numeric else 'logs'}"
+                    f"{detail}: the job is stuck as a whole")
+        if self.world and self.world > 1:
+            return (f"world size {self.world}, but only {_name_member(members[0])} logged: "
+                    f"the others may write elsewhere, or never started")
+        return ""
+
+
+# --- laggard rules --------------------------------------------------------------------------
+
+def _behind(members: list[Member], counter: str | None) -> Iterator[tuple[Member, str]]:
+    """Ranks whose counter is behind the others'; when most ranks share a lower value and a
+    few are ahead, the few are the odd ones (a skipped collective)."""
+    if counter is None:
+        return
+    having = [m for m in members if counter in m.counters]
+    if len(having) < 2:
+        return
+    name = _counter_name(members, counter)
+    top = max(m.counters[counter] for m in having)
+    behind = [m for m in having if m.counters[counter] < top]
+    ahead = [m for m in having if m.counters[counter] == top]
+    if not behind:
+        return
+    if len(ahead) < len(behind) and len({m.counters[counter] for m in behind}) == 1:
+        low = behind[0].counters[counter]
+        for member in ahead:
+            yield member, (f"ahead: at {name} {_number(top)} while "
+                           f"{_members(behind)} {_are(behind)} at {name} {_number(low)}")
+        return
+    for member in behind:
+        yield member, (f"at {name} {_number(member.counters[counter])} while "
+                       f"{_members(ahead)} reached {name} {_number(top)}")
+
+
+def _silent(members: list[Member], threshold: float,
+            now: float) -> Iterator[tuple[Member, str]]:
+    """Ranks that went quiet well before the others: a minority, silent for longer than the
+    others by a margin."""
+    times = {id(m): m.last_progress if m.last_progress is not None else m.last_seen
+             for m in members}
+    newest = max(times.values(), default=now)
+    margin = max(SILENT_MIN_S, SILENT_SHARE * threshold)
+    silent = [m for m in members if newest - times[id(m)] > margin]
+    if not silent or len(silent) * 2 >= len(members):
+        return
+    for member in silent:
+        yield member, (f"silent for {format_duration(now - times[id(member)])}; the others "
+                       f"made progress until {format_duration(now - newest)} ago")
+
+
+def _phase_not_reached(members: list[Member]) -> Iterator[tuple[Member, str]]:
+    """Ranks that never reached a phase most ranks reached (a file that names no rank and
+    prints no phase, such as a launcher's, is not behind in them)."""
+    tracking = [m for m in members if m.reached or m.rank is not None]
+    order: dict[str, None] = {}
+    for member in tracking:
+        order.update(member.reached)
+    for member in tracking:
+        for phase in order:
+            reached = [m for m in tracking if phase in m.reached]
+            if phase in member.reached or len(reached) < 2 or len(reached) * 2 <= len(members):
+                continue
+            where = f"; still in {member.phase}" if member.phase else ""
+            yield member, f"never reached {phase} ({_members(reached)} did){where}"
+            break
+
+
+def _main_counter(members: list[Member]) -> str | None:
+    """The progress counter most ranks print (a step counter, usually)."""
+    counts: dict[str, int] = {}
+    for member in members:
+        for rule in member.counters:
+            counts[rule] = counts.get(rule, 0) + 1
+    return max(counts, key=lambda rule: counts[rule]) if counts else None
+
+
+def _count(member: Member, rule: ProgressRule, found: regex.Match[str]) -> bool:
+    if rule.counter is None:
+        return False
+    number = regex.search(r"[-+]?\d+(?:\.\d+)?", found.group(rule.counter) or "")
+    if number is None:
+        return False
+    value = float(number.group())
+    previous = member.counters.get(rule.id)
+    member.counters[rule.id] = value
+    member.counter_names[rule.id] = rule.counter
+    return previous != value
+
+
+# --- text -----------------------------------------------------------------------------------
+
+def rank_from_path(path: str) -> str | None:
+    """The rank a file name gives where it is clear: `rank3.log`, `worker-3.out`,
+    `proc_3.txt`; torchrun's `--log-dir` layout `.../attempt_0/3/stdout.log`."""
+    pure = PurePath(path)
+    found = _FILE_RANK.search(pure.name)
+    if found is not None:
+        return str(int(found.group(1)))
+    if pure.name in ("stdout.log", "stderr.log", "error.json") and pure.parent.name.isdigit():
+        return str(int(pure.parent.name))
+    return None
+
+
+def span(ranks: Sequence[str]) -> str:
+    """`0-3,5,7` for numeric ranks; other labels as they are."""
+    numbers = sorted({int(r) for r in ranks if r.isdigit()})
+    parts: list[str] = []
+    for _, run in itertools.groupby(enumerate(numbers), key=lambda p: p[1] - p[0]):
+        values = [v for _, v in run]
+        parts.append(str(values[0]) if len(values) == 1 else f"{values[0]}-{values[-1]}"
+                     if len(values) > 2 else f"{values[0]},{values[1]}")
+    parts += sorted(r for r in ranks if not r.isdigit())
+    return ",".join(parts)
+
+
+def _tail_start(data: bytes, lines: int) -> int:
+    """Where the last `lines` lines of a block start, found without copying the block."""
+    end = len(data) - 1 if data.endswith(b"\n") else len(data)
+    for _ in range(lines):
+        end = data.rfind(b"\n", 0, end)
+        if end < 0:
+            return 0
+    return end + 1
+
+
+def _compile_prefixes(patterns: Sequence[str]) -> regex.Pattern[str]:
+    # One alternation, so a line is searched once and the leftmost prefix wins.
+    return regex.compile("|".join(f"(?:{p})" for p in patterns), regex.MULTILINE)
+
+
+def _key(member: Member) -> str:
+    return member.rank if member.rank is not None else f"source:{member.source}"
+
+
+def _order(label: str) -> tuple[int, int, str]:
+    return (0, int(label), "") if label.isdigit() else (1, 0, label)
+
+
+def _name(lag: Laggard) -> str:
+    return f"rank {lag.rank}" if lag.rank is not None else PurePath(lag.source or "?").name
+
+
+def _name_member(member: Member) -> str:
+    return f"rank {member.rank}" if member.rank is not None else PurePath(member.source).name
+
+
+def _members(members: Sequence[Member]) -> str:
+    ranks = [m.rank for m in members if m.rank is not None]
+    files = [PurePath(m.source).name for m in members if m.rank is None]
+    text = ", ".join(filter(None, [span(ranks), ", ".join(files)]))
+    return f"{'ranks' if len(ranks) > 1 else 'rank'} {text}" if ranks and not files else text
+
+
+def _are(members: Sequence[Member]) -> str:
+    return "are" if len(members) > 1 else "is"
+
+
+def _counter_name(members: Sequence[Member], counter: str | None) -> str:
+    for member in members:
+        if counter in member.counter_names:
+            return member.counter_names[counter]
+    return "counter"
+
+
+def _number(value: float | None) -> str:
+    if value is None:
+        return "?"
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def _laggard(member: Member, counter: str | None, now: float, why: str) -> Laggard:
+    value = member.counters.get(counter) if counter else None
+    return Laggard(member.source, _rank_value(member.rank), member.phase, _idle(member, now),
+                   _plain(value), why)
+
+
+def _row(member: Member, counter: str | None, now: float, laggard: bool) -> RankRow:
+    value = member.counters.get(counter) if counter else None
+    return RankRow(_rank_value(member.rank), member.source, member.phase, _plain(value),
+                   _idle(member, now), member.last_line, laggard)
+
+
+def _idle(member: Member, now: float) -> float | None:
+    at = member.last_progress if member.last_progress is not None else member.last_seen
+    return round(max(0.0, now - at), 3)
+
+
+def _rank_value(rank: str | None) -> int | str | None:
+    return int(rank) if rank is not None and rank.isdigit() else rank
+
+
+def _plain(value: float | None) -> float | int | None:
+    return int(value) if value is not None and float(value).is_integer() else value

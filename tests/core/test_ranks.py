@@ -1,0 +1,263 @@
+"""Which rank holds the job up: the engine fed per-rank files and merged logs, with and
+without the prefilter, on a fake clock."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import pytest
+
+from hangwatch.config import load_pack_text, load_rule_set
+from hangwatch.core.clock import FakeClock
+from hangwatch.core.engine import Engine
+from hangwatch.core.prefilter import build_prefilter
+from hangwatch.core.ranks import rank_from_path, span
+from hangwatch.core.rules import RuleSet
+from hangwatch.errors import ConfigErrors
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ranks"
+
+
+@functools.cache
+def builtin_rules() -> RuleSet:
+    return load_rule_set()
+
+
+def make(prefilter: bool, rules: RuleSet | None = None) -> tuple[Engine, FakeClock]:
+    rules = rules or builtin_rules()
+    clock = FakeClock()
+    pre = build_prefilter(rules) if prefilter else None
+    if prefilter and pre is None:
+        pytest.skip("hyperscan is not installed")
+    return Engine(rules, default_stall=600.0, clock=clock, prefilter=pre), clock
+
+
+def block(lines: list[str]) -> bytes:
+    return "".join(line + "\n" for line in lines).encode()
+
+
+def rank_log(rank: int, steps: int, world: int = 4) -> list[str]:
+    return [f"[rank{rank}] calling init_process_group(backend=gloo, world_size={world})",
+            "process group initialized",
+            *(f"step {s} loss {1.0 / s:.4f}" for s in range(1, steps + 1))]
+
+
+MODES = pytest.mark.parametrize("prefilter", [True, False], ids=["prefilter", "line-by-line"])
+
+
+@MODES
+def test_separate_rank_files_name_the_rank_whose_step_is_behind(prefilter):
+    engine, clock = make(prefilter)
+    for rank in range(4):
+        engine.feed_block(f"logs/rank{rank}.log", block(rank_log(rank, 5 if rank == 2 else 8)))
+    clock.advance(700)
+    stall = engine.tick()[0]
+    [lag] = stall.laggards
+    assert (lag.rank, lag.source, lag.counter, lag.phase) == (2, "logs/rank2.log", 5,
+                                                              "train_loop")
+    assert lag.why == "at step 5 while ranks 0,1,3 reached step 8"
+    assert stall.rank_summary.startswith("held up by rank 2: at step 5")
+    assert [row.counter for row in stall.ranks] == [8, 8, 5, 8]
+
+
+@MODES
+def test_separate_rank_files_all_equal_are_stuck_as_a_whole(prefilter):
+    engine, _ = make(prefilter)
+    for rank in range(4):
+        engine.feed_block(f"rank{rank}.log", block(rank_log(rank, 8)))
+    stall = engine.diagnosis()
+    assert stall.laggards == ()
+    assert stall.rank_summary == ("no rank stands out among 4 ranks (step 8, in train_loop): "
+                                  "the job is stuck as a whole")
+
+
+@MODES
+def test_a_rank_missing_from_the_world_is_named(prefilter):
+    engine, _ = make(prefilter)
+    for rank in (0, 1, 3):
+        engine.feed_block(f"rank{rank}.log", block(rank_log(rank, 8)))
+    [lag] = engine.diagnosis().laggards
+    assert (lag.rank, lag.source, lag.phase) == (2, None, None)
+    assert lag.why == "never logged (world size 4: world_size=4)"
+
+
+def test_rank_zero_alone_logging_names_no_missing_rank():
+    engine, _ = make(True)
+    engine.feed_block("train.log", block(rank_log(0, 8)))
+    stall = engine.diagnosis()
+    assert stall.laggards == ()
+    assert stall.rank_summary.startswith("world size 4, but only rank 0 logged")
+
+
+def test_a_rank_that_went_silent_first_is_named_by_its_files_last_write():
+    engine, clock = make(True)
+    for rank in range(3):
+        engine.feed_block(f"rank{rank}.log", block(rank_log(rank, 8, world=3)))
+    clock.advance(5)
+    for rank, quiet in ((0, 30.0), (1, 40.0), (2, 1200.0)):
+        engine.ranks.backdate(f"rank{rank}.log", quiet)
+    [lag] = engine.diagnosis().laggards
+    assert lag.rank == 2
+    assert lag.why == "silent for 20m00s; the others made progress until 30s ago"
+
+
+@MODES
+def test_a_rank_that_never_reached_the_phase_the_others_reached_is_named(prefilter):
+    engine, _ = make(prefilter)
+    lines = []
+    for rank in range(4):
+        lines.append(f"[rank{rank}]: calling init_process_group(backend=nccl, world_size=4)")
+    lines += [f"[rank{rank}]: Starting training loop" for rank in (0, 1, 3)]
+    engine.feed_block("train.log", block(lines))
+    [lag] = engine.diagnosis().laggards
+    assert lag.rank == 2 and lag.phase == "dist_init"
+    assert lag.why == "never reached train_loop (ranks 0,1,3 did); still in dist_init"
+
+
+def merged(prefix: str, stops: dict[int, int], steps: int = 300) -> bytes:
+    """One block of a merged log: every rank prints each step, interleaved; a rank in
+    `stops` stops after that step (at 0, it never logs)."""
+    lines = [f"{prefix.format(r=r)}calling init_process_group(backend=gloo, world_size=4)"
+             for r in range(4) if stops.get(r) != 0]
+    lines.append("launcher: all ranks started")  # no prefix: the launcher's own line
+    for step in range(1, steps + 1):
+        for rank in range(4):
+            if step <= stops.get(rank, steps):
+                lines.append(f"{prefix.format(r=rank)}step {step} loss 0.5000")
+                lines.append(f"{prefix.format(r=rank)}fetched batch of 64 samples")
+    return block(lines)
+
+
+@MODES
+@pytest.mark.parametrize("prefix", ["[rank{r}]:", "[default{r}]:", "{r}: ", "[Rank {r}] "])
+def test_merged_log_names_the_rank_behind_whatever_its_prefix(prefilter, prefix):
+    engine, _ = make(prefilter)
+    engine.feed_block("train.log", merged(prefix, {2: 200}))
+    stall = engine.diagnosis()
+    assert [(lag.rank, lag.counter) for lag in stall.laggards] == [(2, 200)]
+    assert stall.laggards[0].why == "at step 200 while ranks 0,1,3 reached step 300"
+    assert [row.rank for row in stall.ranks] == [0, 1, 2, 3]  # the launcher is no rank
+
+
+@MODES
+def test_merged_log_all_equal_and_a_missing_rank(prefilter):
+    engine, _ = make(prefilter)
+    engine.feed_block("train.log", merged("[rank{r}]:", {}))
+    stall = engine.diagnosis()
+    assert stall.laggards == ()
+    assert "stuck as a whole" in stall.rank_summary
+    engine, _ = make(prefilter)
+    engine.feed_block("train.log", merged("[rank{r}]:", {1: 0}))
+    assert [(lag.rank, lag.why) for lag in engine.diagnosis().laggards] == [
+        (1, "never logged (world size 4: world_size=4)")]
+
+
+def test_merged_log_read_live_line_by_line_tracks_each_rank():
+    engine, clock = make(True)
+    data = merged("[rank{r}]:", {3: 40}, steps=60).splitlines(keepends=True)
+    for raw in data:
+        engine.feed_block("train.log", raw)
+        clock.advance(0.5)
+    rows = {row.rank: row for row in engine.diagnosis().ranks}
+    assert rows[3].counter == 40 and rows[0].counter == 60
+    assert rows[3].idle_s is not None and rows[0].idle_s is not None
+    assert rows[3].idle_s > rows[0].idle_s
+    assert rows[3].last_line == "[rank3]:fetched batch of 64 samples"
+
+
+def test_ray_actors_are_told_apart_by_pid_and_ip():
+    engine, _ = make(True)
+    lines = []
+    for step in range(1, 30):
+        for pid, ip in ((101, "10.0.0.1"), (101, "10.0.0.2"), (102, "10.0.0.1")):
+            if not (pid == 102 and step > 12):
+                lines.append(f"(WorkerDict pid={pid}, ip={ip}) step {step} loss 0.25")
+    engine.feed_block("ray.log", block(lines))
+    [lag] = engine.diagnosis().laggards
+    assert lag.rank == "WorkerDict pid=102, ip=10.0.0.1" and lag.counter == 12
+
+
+def test_a_pack_adds_a_rank_prefix():
+    pack = load_pack_text("pack: mine\nranks:\n  - id: worker\n    match: '^<w(?P<rank>\\d+)>'\n",
+                          "mine.yaml")
+    rules = RuleSet([*builtin_rules().packs, pack])
+    engine, _ = make(True, rules)
+    lines = [f"<w{r}> step {s} loss 0.1" for s in range(1, 9) for r in range(3) if s < 6 or r]
+    engine.feed_block("train.log", block(lines))
+    [lag] = engine.diagnosis().laggards
+    assert lag.rank == 0 and lag.counter == 5
+
+
+def test_a_rank_rule_without_a_rank_group_is_an_error_with_its_place():
+    text = "pack: mine\nranks:\n  - id: worker\n    match: '^<w(\\d+)>'\n"
+    with pytest.raises(ConfigErrors) as caught:
+        load_pack_text(text, "mine.yaml")
+    [error] = caught.value.errors
+    assert (error.file, error.line, error.rule) == ("mine.yaml", 4, "worker")
+    assert "named group `rank`" in error.message
+
+
+# Real watchdog lines (tests/fixtures/ranks/README.md says where each comes from).
+SAME = (FIXTURES / "watchdog_same_collective.log").read_bytes()
+
+DIVERGED = (FIXTURES / "watchdog_rank2_diverged.log").read_bytes()
+
+
+@MODES
+def test_watchdog_lines_at_different_seqnums_name_the_rank_that_diverged(prefilter):
+    engine, _ = make(prefilter)
+    engine.feed_block("train.log", DIVERGED)
+    stall = engine.diagnosis()
+    assert stall.desync == ("ranks 0,1,3 in _ALLGATHER_BASE SeqNum 126; rank 2 in "
+                            "_REDUCE_SCATTER_BASE SeqNum 122: rank 2 diverged")
+    [lag] = stall.laggards
+    assert lag.rank == 2
+    assert lag.why == ("diverged: in _REDUCE_SCATTER_BASE SeqNum 122 while ranks 0,1,3 are in "
+                       "_ALLGATHER_BASE SeqNum 126")
+
+
+@MODES
+def test_watchdog_lines_at_one_collective_name_no_rank(prefilter):
+    engine, _ = make(prefilter)
+    engine.feed_block("train.log", SAME)
+    stall = engine.diagnosis()
+    assert stall.desync == ("ranks 0-2 in ALLREDUCE SeqNum 808 (last completed 807): "
+                            "all at the same collective")
+    assert stall.laggards == ()
+
+
+def test_watchdog_summary_names_ranks_that_printed_no_watchdog_line():
+    engine, _ = make(True)
+    engine.feed_block("train.log", block([f"[rank{r}]: step 3 loss 0.1" for r in range(4)]))
+    engine.feed_block("train.log", SAME)
+    assert engine.diagnosis().desync.endswith("; no watchdog line from rank 3")
+
+
+def test_a_single_log_without_ranks_says_nothing_about_ranks():
+    engine, _ = make(True)
+    engine.feed_block("train.log", block([f"step {s} loss 0.1" for s in range(1, 9)]))
+    stall = engine.diagnosis()
+    assert (stall.laggards, stall.ranks, stall.rank_summary) == ((), (), "")
+
+
+@pytest.mark.parametrize(("path", "rank"), [
+    ("logs/rank3.log", "3"), ("worker-12.out", "12"), ("out/proc_0.txt", "0"),
+    ("run/attempt_0/5/stdout.log", "5"), ("train.log", None), ("frank3.log", None),
+    ("logs/2024-01-01.log", None)])
+def test_rank_from_the_file_name_only_where_it_is_clear(path, rank):
+    assert rank_from_path(path) == rank
+
+
+def test_rank_lists_are_written_as_ranges():
+    assert span(["0", "1", "2", "3", "5", "7", "8"]) == "0-3,5,7,8"
+    assert span(["3", "1"]) == "1,3"
+
+
+def test_ever_new_actors_keep_memory_flat():
+    from hangwatch.core.ranks import MAX_MEMBERS
+
+    engine, _ = make(True)
+    engine.feed_block("ray.log", block([f"(WorkerDict pid={pid}) loaded shard"
+                                        for pid in range(MAX_MEMBERS + 500)]))
+    assert len(engine.ranks.members) == MAX_MEMBERS
