@@ -21,7 +21,7 @@ from hangwatch.core.engine import Engine
 from hangwatch.core.events import Advice, Event, Incident, Notice, StallEvent
 from hangwatch.core.rules import RuleSet
 from hangwatch.errors import ExitStatus
-from hangwatch.feed import Block, CaughtUp, EndOfInput
+from hangwatch.feed import Block, CaughtUp, EndOfInput, Partial
 from hangwatch.reporters.base import Reporter, View
 
 TAIL_LINES = 200
@@ -130,6 +130,8 @@ class Session:
         if isinstance(item, Block):
             self._remember_tail(item)
             self._dispatch(self.engine.feed_block(item.path, item.data))
+        elif isinstance(item, Partial):
+            self._dispatch(self.engine.feed_partial(item.path, item.data))
         elif isinstance(item, Notice):
             self._notice(item)
         elif isinstance(item, CaughtUp):

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from hangwatch.core.events import Notice
 
-__all__ = ["Block", "CaughtUp", "EndOfInput", "FilePos", "Notice"]
+__all__ = ["Block", "CaughtUp", "EndOfInput", "FilePos", "Notice", "Partial"]
 
 
 @dataclass(frozen=True)
@@ -42,3 +42,12 @@ class CaughtUp:
 @dataclass(frozen=True)
 class EndOfInput:
     """A producer has no more to give (the `run` child exited and its pipes are drained)."""
+
+
+@dataclass(frozen=True)
+class Partial:
+    """The unfinished last line of `path`, which has been quiet for a moment: matched ahead
+    of its end (see `Engine.feed_partial`)."""
+
+    path: str
+    data: bytes

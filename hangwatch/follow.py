@@ -39,14 +39,14 @@ from types import TracebackType
 from typing import Literal, ParamSpec, TypeVar
 
 from hangwatch.core.events import Notice
-from hangwatch.core.lines import LineSplitter
-from hangwatch.feed import Block, CaughtUp, FilePos
+from hangwatch.core.lines import PARTIAL_AFTER_S, LineSplitter
+from hangwatch.feed import Block, CaughtUp, FilePos, Partial
 from hangwatch.notify import DirectoryWatcher, NotWatchable
 
 NoticeKind = Literal[
     "waiting", "appeared", "replaced", "truncated", "deleted", "unreadable", "readable", "polling"
 ]
-Item = Block | Notice | CaughtUp
+Item = Block | Notice | CaughtUp | Partial
 
 __all__ = ["Block", "CaughtUp", "Follower", "FollowerGroup", "Item", "Notice", "NoticeKind"]
 
@@ -82,6 +82,7 @@ class _OpenFile:
     skip_nuls: bool = False
     drain_until: float = 0.0
     fingerprint: str = ""  # of `head`, once asked for; cleared when the head changes
+    partial_sent: bytes = b""  # the unfinished last line last offered to the engine
 
 
 def fingerprint(start: bytes) -> str:
@@ -197,7 +198,20 @@ class Follower:
                     os.close(f.fd)
             self._cur, self._retired = None, []
 
+    def _offer_partial(self, f: _OpenFile) -> None:
+        """An unfinished last line, once the file has been quiet PARTIAL_AFTER_S."""
+        partial = f.splitter.partial()
+        if partial and partial != f.partial_sent and self._partial_due() <= 0:
+            f.partial_sent = partial
+            self._put(Partial(self.name, partial))
+
+    def _partial_due(self) -> float:
+        return self._grew_at + PARTIAL_AFTER_S - time.monotonic()
+
     def _next_wait(self) -> float:
+        cur = self._cur
+        if cur is not None and cur.splitter.partial() not in (b"", cur.partial_sent):
+            return max(0.05, min(self._interval, self._partial_due()))
         if self._retired or self._state == "vanished":
             return min(self._interval, _DRAIN_TICK)
         if self._chatty:
@@ -232,6 +246,7 @@ class Follower:
             self._open(st)
         if self._cur is not None:
             self._read(self._cur)
+            self._offer_partial(self._cur)
         self._settle(now)
         if not self._caught_up:
             self._caught_up = True

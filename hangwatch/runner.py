@@ -27,7 +27,7 @@ from typing import BinaryIO, Literal, NamedTuple, TextIO, cast
 import psutil
 
 from hangwatch.collectors.discover import ProcFS, descendants
-from hangwatch.core.lines import LineSplitter
+from hangwatch.core.lines import PARTIAL_AFTER_S, LineSplitter
 from hangwatch.errors import HangwatchError
 from hangwatch.files import discard_output
 
@@ -146,7 +146,8 @@ class Job:
 
     def __init__(self, proc: subprocess.Popen[bytes], log: BinaryIO, echo: Echo,
                  on_lines: Callable[[bytes], None], on_done: Callable[[], None], *,
-                 leftover_grace: float, poll_s: float) -> None:
+                 leftover_grace: float, poll_s: float,
+                 on_partial: Callable[[bytes], None] = lambda _: None) -> None:
         self.proc = proc
         self.pid = proc.pid
         self.returncode: int | None = None  # Popen's: negative for a signal
@@ -156,6 +157,7 @@ class Job:
         self._echo = echo
         self._on_lines = on_lines
         self._on_done = on_done
+        self._on_partial = on_partial
         self._poll_s = poll_s
         self._procfs = ProcFS()
         self._tree: dict[int, psutil.Process] = {proc.pid: psutil.Process(proc.pid)}
@@ -176,9 +178,11 @@ class Job:
     def start(cls, argv: Sequence[str], *, log_path: Path, echo: Echo,
               on_lines: Callable[[bytes], None], on_done: Callable[[], None] = lambda: None,
               env: Mapping[str, str] | None = None, leftover_grace: float = 10.0,
-              poll_s: float = POLL_TREE_S) -> Job:
+              poll_s: float = POLL_TREE_S,
+              on_partial: Callable[[bytes], None] = lambda _: None) -> Job:
         """Start `argv` (no shell) in a new session. `on_lines` gets complete lines, \\n-ended,
-        in the order they are written to the log; `on_done` is called once after the last.
+        in the order they are written to the log; `on_done` is called once after the last;
+        `on_partial` gets a stream's unfinished last line once it has been quiet a moment.
         Processes the job leaves behind when it exits get SIGTERM, then SIGKILL after
         `leftover_grace` seconds."""
         if not argv:
@@ -204,7 +208,7 @@ class Job:
             raise JobStartError(f"cannot execute {argv[0]}: {exc.strerror or exc}",
                                 NOT_EXECUTABLE) from None
         job = cls(proc, log, echo, on_lines, on_done, leftover_grace=leftover_grace,
-                  poll_s=poll_s)
+                  poll_s=poll_s, on_partial=on_partial)
         for thread in job._threads:
             thread.start()
         return job
@@ -342,6 +346,7 @@ class Job:
     def _read_until_closed(self) -> None:
         splitters: dict[Stream, LineSplitter] = {"stdout": LineSplitter(),
                                                  "stderr": LineSplitter()}
+        quiet = _PartialLines(splitters, self._on_partial)
         with selectors.DefaultSelector() as sel:
             for stream, pipe in (("stdout", self.proc.stdout), ("stderr", self.proc.stderr)):
                 if pipe is not None:
@@ -356,6 +361,8 @@ class Job:
                         continue
                     self._echo(stream, data)
                     self._lines(splitters[stream].push(data))
+                    quiet.grew(stream)
+                quiet.offer()
 
     def _lines(self, data: bytes) -> None:
         if not data:
@@ -368,6 +375,30 @@ class Job:
             except OSError as exc:
                 self.log_error = f"{self._log.name}: {exc.strerror or exc}"
         self._on_lines(data)
+
+
+class _PartialLines:
+    """Offers each stream's unfinished last line once the stream has been quiet for
+    PARTIAL_AFTER_S (a progress bar drawn to stderr without a newline), once per line."""
+
+    def __init__(self, splitters: Mapping[Stream, LineSplitter],
+                 offer: Callable[[bytes], None]) -> None:
+        self._splitters = splitters
+        self._offer = offer
+        self._grew: dict[Stream, float] = {}
+        self._sent: dict[Stream, bytes] = {}
+
+    def grew(self, stream: Stream) -> None:
+        self._grew[stream] = time.monotonic()
+
+    def offer(self) -> None:
+        now = time.monotonic()
+        for stream, splitter in self._splitters.items():
+            partial = splitter.partial()
+            if (partial and partial != self._sent.get(stream)
+                    and now - self._grew.get(stream, 0.0) >= PARTIAL_AFTER_S):
+                self._sent[stream] = partial
+                self._offer(partial)
 
 
 def _running(proc: psutil.Process) -> bool:

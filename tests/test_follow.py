@@ -27,6 +27,7 @@ from hangwatch.follow import (
     FollowerGroup,
     Item,
     Notice,
+    Partial,
 )
 from hangwatch.notify import DirectoryWatcher
 
@@ -672,3 +673,25 @@ def test_a_quiet_log_costs_almost_no_cpu(tmp_path, follow):
     cpu = time.process_time()
     assert collect(q, has_lines(1), timeout=1.0) == []
     assert time.process_time() - cpu < 0.05
+
+
+# --- unfinished last lines -----------------------------------------------------------------
+
+
+def test_unfinished_last_line_is_offered_once_after_a_quiet_moment(tmp_path: Path, follow):
+    path = tmp_path / "a.log"
+    path.write_bytes(b"first\r")
+    _, q = follow(path)
+    with path.open("ab") as fh:
+        fh.write(b"Generating train split: 0 examples [00:00, ? examples/s]")
+    items = collect(q, lambda got: any(isinstance(i, Partial) for i in got))
+    [partial] = [i for i in items if isinstance(i, Partial)]
+    assert partial.data == b"Generating train split: 0 examples [00:00, ? examples/s]"
+    assert lines(items) == [b"first"]
+    again = collect(q, lambda got: False, timeout=1.5)  # quiet: nothing more to offer
+    assert not any(isinstance(i, Partial) for i in again)
+    with path.open("ab") as fh:
+        fh.write(b"\rGenerating train split: 2048 examples [00:01, 1811.25 examples/s]\n")
+    items = collect(q, lambda got: bool(lines(got)))
+    assert lines(items) == [b"Generating train split: 0 examples [00:00, ? examples/s]",
+                            b"Generating train split: 2048 examples [00:01, 1811.25 examples/s]"]

@@ -25,7 +25,7 @@ from hangwatch.core.durations import format_duration
 from hangwatch.core.events import Incident
 from hangwatch.daemon import Session, SessionOptions, evidence_collector
 from hangwatch.errors import ExitStatus
-from hangwatch.feed import Block, EndOfInput
+from hangwatch.feed import Block, EndOfInput, Partial
 from hangwatch.reporters.base import Reporter
 from hangwatch.runner import Job, JobStartError, Terminal, adopt_orphans
 
@@ -151,6 +151,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         job = Job.start(argv, log_path=log_path, echo=terminal.echo,
                         on_lines=lambda data: producer.put(Block(str(log_path), data)),
                         on_done=lambda: producer.put(EndOfInput()),
+                        on_partial=lambda data: producer.put(Partial(str(log_path), data)),
                         leftover_grace=args.grace)
     except JobStartError as exc:
         interrupts.restore()

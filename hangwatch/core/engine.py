@@ -73,6 +73,7 @@ class Engine:
         self.finished: FinishEvent | None = None
         self.stall: StallEvent | None = None
         self._progressed = False  # progress recorded in the block being read
+        self._partials: dict[str, bytes] = {}  # unfinished last lines matched ahead
 
     # --- input ---------------------------------------------------------------------------
 
@@ -82,6 +83,9 @@ class Engine:
         when progress happened, so they are not judged (the same through the prefilter)."""
         self._progressed = False
         events: list[Event] = []
+        data = self._skip_partial(source, data)
+        if not data:
+            return events
         if self.prefilter is not None:
             events = self._feed_segments(source, data, self.prefilter)
         else:
@@ -132,6 +136,29 @@ class Engine:
             for match in matches:
                 if self.judge.remember(rule, match):
                     break
+
+    def feed_partial(self, source: str, data: bytes) -> list[Event]:
+        """The unfinished last line of a source that has gone quiet (a tqdm bar's last
+        drawing ends only at the next \\r, which may never come): matched now, as the line
+        it will be. When that line arrives whole, it is counted but not matched again."""
+        if not data or self._partials.get(source) == data:
+            return []
+        self._partials[source] = data
+        self._progressed = False
+        line = self.lines.get(source, 0) + 1
+        text = data.decode("utf-8", "replace")
+        match = self.rules.match(text)
+        if match is None:
+            return self._plain(source, line, text)
+        return self._matched(source, line, text, match)
+
+    def _skip_partial(self, source: str, data: bytes) -> bytes:
+        """`data` less its first line when that line was matched ahead as a partial one."""
+        partial = self._partials.pop(source, None)
+        if partial is None or not data.startswith(partial + b"\n"):
+            return data
+        self.lines[source] = self.lines.get(source, 0) + 1
+        return data[len(partial) + 1:]
 
     def feed_line(self, source: str, text: str) -> list[Event]:
         """One line: a block of its own."""

@@ -14,6 +14,9 @@ MAX_LINE = 1 << 20
 # hundred a MB, and each costs a fraction of a microsecond against 1 ms for the search.
 CR_PROBES = 1024
 CUT_MARKER = b" [hangwatch: line cut at 1 MiB]"
+# A source quiet this long with an unfinished last line gets it matched ahead of its end:
+# a progress bar's last drawing ends only at the next \r, which may never come.
+PARTIAL_AFTER_S = 0.7
 
 
 class LineSplitter:
@@ -72,6 +75,10 @@ class LineSplitter:
     def pending(self) -> int:
         """Bytes held back as an incomplete line."""
         return len(self._held)
+
+    def partial(self) -> bytes:
+        """The incomplete last line held back (empty when none, or when it is being cut)."""
+        return b"" if self._skipping else bytes(self._held)
 
     def _hold(self, tail: bytes) -> None:
         if self._skipping or not tail:

@@ -279,3 +279,22 @@ def test_signal_that_comes_while_the_job_starts_reaches_the_job_once_it_exists(t
         if job is not None:
             job.stop(0.5)
     assert signal.getsignal(signal.SIGINT) is found
+
+
+BAR_ON_STDERR_THEN_STALLS = """
+    import sys, time
+    sys.stderr.write("\\rGenerating train split: 0 examples [00:00, ? examples/s]")
+    sys.stderr.flush()
+    time.sleep(60)
+"""
+
+
+def test_a_job_stuck_under_its_unfinished_progress_bar_is_placed_in_its_phase(tmp_path):
+    status, _, err = run(tmp_path, "--json", "--stall", "2s", "--grace", "0.5s",
+                         "--no-snapshot", "--", sys.executable,
+                         str(write_job(tmp_path, BAR_ON_STDERR_THEN_STALLS)))
+    assert status == 3
+    [stall] = [e for e in (json.loads(line) for line in err.splitlines()
+                           if line.startswith("{")) if e["event"] == "stall"]
+    assert stall["phase"] == "data_load"
+    assert "Generating train split: 0 examples" in (tmp_path / "job.log").read_text()

@@ -169,3 +169,29 @@ def test_threshold_precedence_phase_stall_then_given_stall_then_stall_after():
     assert per_phase.threshold_from() == (180.0, "--stall")
     feed(per_phase, "[SYNC] Waiting for rollout weights")
     assert per_phase.threshold_from() == (30.0, "--phase-stall sync_wait")
+
+
+# --- unfinished last lines, matched ahead ----------------------------------------------------
+
+BAR = b"Generating train split: 0 examples [00:00, ? examples/s]"
+
+
+def test_a_partial_line_names_its_phase_and_is_not_counted_again_when_it_ends():
+    rules = load_rule_set()
+    e = Engine(rules, default_stall=60.0, clock=FakeClock())
+    e.feed_block("log", b"loading the job\n")
+    events = e.feed_partial("log", BAR)
+    assert [(ev.phase, ev.line) for ev in events if isinstance(ev, PhaseEvent)] == [
+        ("data_load", 2)]
+    assert e.feed_partial("log", BAR) == []  # offered again: nothing new
+    assert e.feed_block("log", BAR + b"\nnext line\n") == []
+    assert e.lines["log"] == 3
+
+
+def test_a_partial_line_that_grows_before_it_ends_is_matched_as_it_ends():
+    e, _ = engine()
+    e.feed_partial("log", b"ROLLOUT init")
+    events = e.feed_block("log", b"ROLLOUT init DONE\n")
+    assert [(ev.phase, ev.state) for ev in events if isinstance(ev, PhaseEvent)] == [
+        ("rollout_init", "completed")]
+    assert e.lines["log"] == 1

@@ -112,3 +112,31 @@ def test_plain_output_when_not_a_terminal(blocked_job, tmp_path: Path):
     assert "phase in progress: Weight sync (NCCL) [weight_sync]" in result.stdout
     assert "hangwatch: stall threshold 2s (--stall)" in result.stdout
     assert "last completed:    rollout_init" in result.stdout
+
+
+BAR_JOB = textwrap.dedent("""
+    import os, sys, time
+    with open(sys.argv[1], "a") as fh:
+        fh.write("loading the job\\n")
+        fh.write("\\rGenerating train split: 0 examples [00:00, ? examples/s]")
+        fh.flush()
+        r, w = os.pipe()
+        os.read(r, 1)  # the dataset build never moves: the bar is never drawn again
+""")
+
+
+def test_a_job_stuck_under_an_unfinished_progress_bar_is_placed_in_its_phase(tmp_path: Path):
+    script = tmp_path / "job.py"
+    script.write_text(BAR_JOB)
+    log = tmp_path / "train.log"
+    job = subprocess.Popen([sys.executable, str(script), str(log)])
+    try:
+        result = hangwatch(str(log), "--stall", "2s", "--exit-on-stall", "--json",
+                           "--no-snapshot", "--report-dir", str(tmp_path / "reports"))
+    finally:
+        job.kill()
+        job.wait()
+    assert result.returncode == 3, result.stderr
+    [stall] = [e for e in map(json.loads, result.stdout.splitlines()) if e["event"] == "stall"]
+    assert stall["phase"] == "data_load"
+    assert stall["marker"].endswith("Generating train split: 0 examples [00:00, ? examples/s]")
