@@ -110,8 +110,9 @@ def render(data: dict[str, Any], out: TextIO) -> None:
     if data["signals"]:
         print("\nsignals:", file=out)
         for s in data["signals"]:
+            during = f", {s['context']}" if s.get("context") else ""
             print(f"  {s['severity']:<8} {s['id']} x{s['count']} (last {s['source']}:"
-                  f"{s['line']}): {s['text'].strip()[:160]}", file=out)
+                  f"{s['line']}{during}): {s['text'].strip()[:160]}", file=out)
     if data["advice"]:
         print("\nadvice:", file=out)
         for a in data["advice"]:

@@ -10,6 +10,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import regex
+
 from hangwatch.core.clock import Clock
 from hangwatch.core.durations import format_duration
 from hangwatch.core.events import (
@@ -32,6 +34,8 @@ from hangwatch.core.stall import StallTimer
 from hangwatch.core.timestamps import parse_stamp
 from hangwatch.core.waits import WaitDetector
 
+# A collective's place in its queue, as the NCCL watchdog prints it.
+_COLLECTIVE = regex.compile(r"SeqNum=(?P<seq>\d+),\s*OpType=(?P<op>\w+)")
 SIGNAL_REPEAT_S = 10.0  # the same signal is reported again at most this often (NCCL spew)
 WAIT_ADVICE = (
     "The job keeps printing the same lines without advancing: it is waiting on something "
@@ -248,7 +252,7 @@ class Engine:
             "lines": dict(self.lines),
             "signals": [
                 {"id": k, "severity": r.last.severity, "count": r.count, "line": r.last.line,
-                 "source": r.last.source, "text": r.last.text}
+                 "source": r.last.source, "text": r.last.text, "context": r.last.context}
                 for k, r in self.signals.items()
             ],
             "timeline": self.timeline(),
@@ -322,9 +326,11 @@ class Engine:
 
     def _signal(self, signal_id: str, severity: Any, advice: tuple[str, ...], source: str,
                 line: int, text: str, wall: float) -> Iterator[SignalEvent]:
-        because = f"signal {signal_id} at {source}:{line}: {text.strip()[:160]}"
+        context = self._context(text) if severity != "info" else ""
+        during = f" ({context})" if context else ""
+        because = f"signal {signal_id} at {source}:{line}{during}: {text.strip()[:160]}"
         event = SignalEvent(signal_id, severity, source, line, text, wall,
-                            tuple(Advice(a, because) for a in advice))
+                            tuple(Advice(a, because) for a in advice), context)
         self._phase_signals[signal_id] = event
         now = self.clock.monotonic()
         record = self.signals.get(signal_id)
@@ -337,6 +343,24 @@ class Engine:
         if now - record.last_reported >= SIGNAL_REPEAT_S:
             record.last_reported = now
             yield event
+
+    def _context(self, text: str) -> str:
+        """What the job was doing when a warning or error came, by the markers before it,
+        and the collective a timeout names: `during Evaluation (generic:evaluation) in
+        Training loop; collective ALLREDUCE SeqNum 1204`."""
+        step, phase = self.tracker.current_step, self.tracker.current
+        last = self.tracker.last_completed
+        parts = []
+        if step is not None and phase is not None:
+            parts.append(f"during {step[0].title} ({step[0].id}) in {phase.title}")
+        elif phase is not None:
+            parts.append(f"during {phase.title} ({phase.id})")
+        elif last is not None:
+            parts.append(f"after {last.title} ({last.id})")
+        collective = _COLLECTIVE.search(text)
+        if collective is not None:
+            parts.append(f"collective {collective['op']} SeqNum {collective['seq']}")
+        return "; ".join(parts)
 
     def _progress(self, source: str, line: int) -> list[Event]:
         self._progressed = True

@@ -47,6 +47,7 @@ class SignalEvent:
     text: str
     wall: float
     advice: tuple[Advice, ...] = ()
+    context: str = ""  # what the job was doing by the markers before it; the collective
 
 
 @dataclass(frozen=True)

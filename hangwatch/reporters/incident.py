@@ -149,8 +149,9 @@ def render_markdown(report: dict[str, Any], tail: Sequence[str], snapshot_taken:
     out += _section("Advice", _advice_md(report["advice"]) or ["none"])
     signals = stall.get("signals") or []
     if signals:
-        out += _section("Signals seen", [f"- `{s['id']}` ({s['severity']}) {s['source']}:"
-                                         f"{s['line']}: `{s['text']}`" for s in signals])
+        out += _section("Signals seen", [
+            f"- `{s['id']}` ({s['severity']}) {s['source']}:{s['line']}"
+            f"{' ' + s['context'] if s.get('context') else ''}: `{s['text']}`" for s in signals])
     if stall.get("ranks") or stall.get("rank_summary") or stall.get("desync"):
         out += _section("Ranks", _ranks_md(stall, report["processes"]))
     if report.get("flight_recorder"):

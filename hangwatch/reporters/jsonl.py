@@ -30,7 +30,7 @@ def event_dict(event: Event) -> dict[str, Any] | None:
     if isinstance(event, SignalEvent):
         return {"event": "signal", "id": event.id, "severity": event.severity,
                 "source": event.source, "line": event.line, "text": event.text,
-                "time": event.wall}
+                "context": event.context, "time": event.wall}
     if isinstance(event, FinishEvent):
         return {"event": "finish", "id": event.id, "source": event.source, "line": event.line,
                 "text": event.text, "time": event.wall}

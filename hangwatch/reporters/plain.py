@@ -28,7 +28,8 @@ def describe(event: Event) -> str:
     if isinstance(event, PhaseEvent):
         return f"phase {event.phase} ({event.title}) {event.state} at {event.source}:{event.line}"
     if isinstance(event, SignalEvent):
-        return (f"{event.severity}: {event.id} at {event.source}:{event.line}: "
+        during = f" ({event.context})" if event.context else ""
+        return (f"{event.severity}: {event.id} at {event.source}:{event.line}{during}: "
                 f"{event.text.strip()[:200]}")
     if isinstance(event, FinishEvent):
         return f"job finished cleanly ({event.id}) at {event.source}:{event.line}"

@@ -195,3 +195,18 @@ def test_a_partial_line_that_grows_before_it_ends_is_matched_as_it_ends():
     assert [(ev.phase, ev.state) for ev in events if isinstance(ev, PhaseEvent)] == [
         ("rollout_init", "completed")]
     assert e.lines["log"] == 1
+
+
+def test_a_collective_timeout_names_what_the_job_was_doing_and_the_collective():
+    e = Engine(load_rule_set(), default_stall=600.0, clock=FakeClock())
+    for line in ["step 120 loss 1.93", "Running evaluation on 2048 samples",
+                 "[rank1]:[E1123 10:41:07.154629 ProcessGroupNCCL.cpp:632] [Rank 1] Watchdog "
+                 "caught collective operation timeout: WorkNCCL(SeqNum=1204, OpType=ALLREDUCE, "
+                 "NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600018 milliseconds before "
+                 "timing out."]:
+        e.feed_line("log", line)
+    [signal] = [s for s in e.state()["signals"] if s["id"] == "nccl_collective_timeout"]
+    assert signal["context"] == ("during Evaluation or validation (generic:evaluation) in "
+                                 "Training loop; collective ALLREDUCE SeqNum 1204")
+    stall = e.diagnosis()
+    assert any("during Evaluation or validation" in a.because for a in stall.advice)
