@@ -111,6 +111,9 @@ def _watch_options(parser: argparse.ArgumentParser) -> None:
                      help="also write every event as JSON Lines to FILE (created or emptied; "
                           "/dev/fd/N for an inherited descriptor)")
     _report_dir_option(out)
+    out.add_argument("--history", metavar="FILE",
+                     help="learn each phase's usual duration per job (--name) in FILE across "
+                          "runs; say `slow` when one runs past 3x its usual")
     snap = parser.add_argument_group("snapshots on a stall")
     _snapshot_options(snap)
     snap.add_argument("--no-snapshot", dest="snapshot", action="store_false",

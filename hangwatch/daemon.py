@@ -168,6 +168,7 @@ class Session:
             self.engine.ranks.backdate(item.path, max(0.0, time.time() - item.mtime))
         if len(self._caught_up) < len(self.sources):
             return
+        self.engine.live = True  # from now on lines come as written: the clock times them
         written = [m for m in self._caught_up.values() if m is not None]
         if written:
             # Lines read during catch-up are history: the job's last progress is the

@@ -19,7 +19,12 @@ from types import FrameType
 from typing import Any, TextIO
 
 from hangwatch.commands import alerting
-from hangwatch.commands.watch import engine_for, events_reporters, snapshot_options
+from hangwatch.commands.watch import (
+    engine_for,
+    events_reporters,
+    history_for,
+    snapshot_options,
+)
 from hangwatch.config import load_rule_set
 from hangwatch.core.durations import format_duration
 from hangwatch.core.events import Incident
@@ -131,14 +136,16 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         if refused is not None:
             return refused
     log_path = Path(args.log)
-    engine = engine_for(rules, args)
+    name = alerting.default_name(args, [str(log_path)], argv)
+    history, keep = history_for(args, name, err)
+    engine = engine_for(rules, args, history)
+    engine.live = True  # the job's lines reach us as it writes them
     job: Job | None = None
     # The job's tree is known exactly: the snapshot needs no discovery from the log.
     collect = evidence_collector(rules, lambda: snapshot_options(
         args, [], known_tree=job.known_pids() if job is not None else []))
-    telling = alerting.start(args, name=alerting.default_name(args, [str(log_path)], argv),
-                             logs=[str(log_path)], err=err)
-    session = Session(engine, [*make_reporters(args, err), *telling.reporters],
+    telling = alerting.start(args, name=name, logs=[str(log_path)], err=err)
+    session = Session(engine, [*make_reporters(args, err), *telling.reporters, *keep],
                       SessionOptions(report_dir=Path(args.report_dir), exit_on_stall=True,
                                      turn_s=telling.turn_s),
                       [str(log_path)], collect=collect if args.snapshot else None,

@@ -11,6 +11,7 @@ from hangwatch.commands import alerting
 from hangwatch.config import load_rule_set
 from hangwatch.core.clock import SystemClock
 from hangwatch.core.engine import Engine
+from hangwatch.core.history import History
 from hangwatch.core.rules import RuleSet
 from hangwatch.daemon import Session, SessionOptions, evidence_collector
 from hangwatch.errors import ExitStatus, HangwatchError
@@ -20,7 +21,8 @@ LIVE_REFRESH_S = 1.0
 
 
 def make_engine(rules: RuleSet, stall: float, *, stall_given: bool = False,
-                phase_stall: dict[str, float] | None = None) -> Engine:
+                phase_stall: dict[str, float] | None = None,
+                history: History | None = None) -> Engine:
     """The engine every command uses: with the multi-pattern prefilter when it can be built
     (hyperscan installed, patterns it can follow), else matching line by line. Its compiled
     databases are kept in the user's cache folder."""
@@ -29,10 +31,11 @@ def make_engine(rules: RuleSet, stall: float, *, stall_given: bool = False,
 
     return Engine(rules, default_stall=stall, clock=SystemClock(),
                   prefilter=build_prefilter(rules, default_store()), stall_given=stall_given,
-                  phase_stall=phase_stall)
+                  phase_stall=phase_stall, history=history)
 
 
-def engine_for(rules: RuleSet, args: argparse.Namespace) -> Engine:
+def engine_for(rules: RuleSet, args: argparse.Namespace,
+               history: History | None = None) -> Engine:
     """`make_engine` with the thresholds of the command line: `--phase-stall`, then a given
     `--stall`, then a phase's own stall_after, then the default."""
     per_phase = dict(getattr(args, "phase_stall", []))
@@ -41,7 +44,19 @@ def engine_for(rules: RuleSet, args: argparse.Namespace) -> Engine:
         raise HangwatchError(f"--phase-stall: no phase or step named {', '.join(unknown)} "
                              f"(see `hangwatch rules show PACK`)")
     return make_engine(rules, args.stall, stall_given=getattr(args, "stall_given", True),
-                       phase_stall=per_phase)
+                       phase_stall=per_phase, history=history)
+
+
+def history_for(args: argparse.Namespace, job: str, err: TextIO) -> tuple[History | None,
+                                                                         list[Reporter]]:
+    """`--history FILE`: the job's learned durations, and the reporter that keeps them."""
+    if not getattr(args, "history", None):
+        return None, []
+    from hangwatch.reporters.history import HistoryWriter, load_history
+
+    path = Path(args.history)
+    history = load_history(path, job)
+    return history, [HistoryWriter(path, job, history, err)]
 
 
 def is_live(args: argparse.Namespace, out: TextIO) -> bool:
@@ -93,17 +108,20 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     rules = load_rule_set(args.rules)
     paths = [Path(p) for p in args.logs]
     sources = [str(p) for p in paths]
-    engine = engine_for(rules, args)
+    name = alerting.default_name(args, sources)
+    history, keep = history_for(args, name, err)
+    engine = engine_for(rules, args, history)
     collect = None
     if args.snapshot:
         collect = evidence_collector(rules, lambda: snapshot_options(args, paths))
-    telling = alerting.start(args, name=alerting.default_name(args, sources), logs=sources,
+    telling = alerting.start(args, name=name, logs=sources,
                              err=err)
     options = SessionOptions(report_dir=Path(args.report_dir), exit_on_stall=args.exit_on_stall,
                              announce=not args.json,
                              refresh_s=LIVE_REFRESH_S if is_live(args, out) else None,
                              turn_s=telling.turn_s)
-    session = Session(engine, [*make_reporters(args, out), *telling.reporters], options, sources,
+    session = Session(engine, [*make_reporters(args, out), *telling.reporters, *keep], options,
+                      sources,
                       collect=collect, on_turn=telling.on_turn)
     group = FollowerGroup(paths, out=session.queue, poll=args.poll)
     session.watched = group.followers

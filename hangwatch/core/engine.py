@@ -21,11 +21,13 @@ from hangwatch.core.events import (
     PhaseEvent,
     RecoveredEvent,
     SignalEvent,
+    SlowEvent,
     StallEvent,
     Wait,
 )
+from hangwatch.core.history import History
 from hangwatch.core.model import PhaseRule
-from hangwatch.core.phases import PhaseTracker, Where
+from hangwatch.core.phases import PhaseTracker, TimelineEntry, Where
 from hangwatch.core.prefilter import QUIET, Held, Pending, Plain, Prefilter
 from hangwatch.core.progress import ProgressJudge
 from hangwatch.core.ranks import RankTracker
@@ -59,7 +61,8 @@ class SignalRecord:
 class Engine:
     def __init__(self, rules: RuleSet, *, default_stall: float, clock: Clock,
                  prefilter: Prefilter | None = None, stall_given: bool = False,
-                 phase_stall: dict[str, float] | None = None) -> None:
+                 phase_stall: dict[str, float] | None = None,
+                 history: History | None = None) -> None:
         self.rules = rules
         self.prefilter = prefilter  # built for `rules`: blocks are scanned whole, same events
         self.default_stall = default_stall
@@ -70,6 +73,9 @@ class Engine:
         self.timer = StallTimer(clock.monotonic())
         self.judge = ProgressJudge()
         self.waits = WaitDetector()
+        self.history = history  # phase durations of earlier runs: `slow` before a stall
+        self.live = False  # lines arrive as written (not a catch-up): wall time is duration
+        self._slow_said: set[int] = set()  # timeline entries already called slow
         self.ranks = RankTracker(rules.ranks, clock)  # per-rank state; see core/ranks.py
         self.lines: dict[str, int] = {}
         self.signals: dict[str, SignalRecord] = {}
@@ -211,20 +217,70 @@ class Engine:
         return self.default_stall, "default"
 
     def seconds_to_deadline(self) -> float | None:
-        """How long the loop may sleep before the stall could fire; None when it cannot."""
+        """How long the loop may sleep before the stall (or a `slow` word) could fire; None
+        when neither can."""
         if self.finished is not None or self.timer.stalled:
             return None
-        return self.timer.seconds_left(self.clock.monotonic(), self.threshold())
+        left = self.timer.seconds_left(self.clock.monotonic(), self.threshold())
+        slow = [due for _, _, due in self._running_long()]
+        return min([left, *(max(0.0, d) for d in slow)])
 
     def idle(self) -> float:
         return self.timer.idle(self.clock.monotonic())
 
     def tick(self) -> list[Event]:
-        if self.finished is not None or not self.timer.due(self.clock.monotonic(),
-                                                           self.threshold()):
+        if self.finished is not None:
             return []
-        self.stall = self._stall_event()
-        return [self.stall]
+        events: list[Event] = self._slow()
+        if self.timer.due(self.clock.monotonic(), self.threshold()):
+            self.stall = self._stall_event()
+            events.append(self.stall)
+        return events
+
+    def _running_long(self) -> list[tuple[PhaseRule, TimelineEntry, float]]:
+        """The phase and step in progress whose history says when they are slow, with the
+        seconds left until then (negative: already)."""
+        if self.history is None:
+            return []
+        step = self.tracker.current_step
+        open_now = [step] if step is not None else []
+        if self.tracker.current is not None and self.tracker.current_entry is not None:
+            open_now.append((self.tracker.current, self.tracker.current_entry))
+        now = self.clock.wall()
+        found = []
+        for rule, entry in open_now:
+            after = self.history.slow_after(rule.id)
+            if after is not None and id(entry) not in self._slow_said:
+                found.append((rule, entry, entry.started_wall + after - now))
+        return found
+
+    def _slow(self) -> list[Event]:
+        events: list[Event] = []
+        for rule, entry, left in self._running_long():
+            usual = self.history.usual(rule.id) if self.history is not None else None
+            if left > 0 or usual is None:
+                continue
+            self._slow_said.add(id(entry))
+            events.append(SlowEvent(rule.id, rule.title, self.clock.wall() - entry.started_wall,
+                                    usual[0], usual[1], self.clock.wall(), entry.parent))
+        return events
+
+    def _learn(self, events: list[Event]) -> None:
+        """Phases and steps that completed teach the history how long they take: by the
+        times printed on their lines, or by the clock when the lines came as written."""
+        if self.history is None:
+            return
+        for event in events:
+            if not (isinstance(event, PhaseEvent) and event.state == "completed"):
+                continue
+            entry = next((t for t in reversed(self.tracker.timeline)
+                          if t.phase == event.phase and t.end_line == event.line), None)
+            if entry is None:
+                continue
+            stamped = entry.started_stamp is not None and entry.ended_stamp is not None
+            took = entry.duration()
+            if took is not None and (stamped or self.live):
+                self.history.record(entry.phase, took)
 
     # --- state for reporters -------------------------------------------------------------
 
@@ -287,6 +343,7 @@ class Engine:
             events.extend(self.tracker.finish_all(where))
             self.finished = FinishEvent(match.finish.id, source, line, text, now_wall)
             events.append(self.finished)
+        self._learn(events)
         advanced = self.judge.advances(match.progress) if match.progress else False
         # A phase marker is progress when it moved a phase; a repeat of an open phase's start
         # (a step line, a tqdm redraw) is judged like any other line, counters included.
@@ -315,6 +372,14 @@ class Engine:
         if parent is not None:
             return self.tracker.start_step(rule, parent, where)
         return self.tracker.start(rule, where)
+
+    def _usual(self, rule: PhaseRule | None, entry: TimelineEntry | None) -> str:
+        """`rollout_init usually takes 2m10s (p95 of 12 runs); now 9m00s`, when known."""
+        usual = self.history.usual(rule.id) if self.history and rule else None
+        if usual is None or rule is None or entry is None:
+            return ""
+        return (f"{rule.id} usually takes {format_duration(usual[0])} (p95 of {usual[1]} "
+                f"runs); now {format_duration(self.clock.wall() - entry.started_wall)}")
 
     def _marker(self) -> str | None:
         """The line that opened the step or phase in progress: what chose its name."""
@@ -425,6 +490,7 @@ class Engine:
             last_step=last_step.id if last_step else None,
             marker=self._marker(),
             threshold_from=threshold_from,
+            usual=self._usual(step[0] if step else phase, entry if step is None else step[1]),
             laggards=ranks.laggards,
             ranks=ranks.rows,
             rank_summary=ranks.summary,

@@ -115,6 +115,7 @@ class StallEvent:
     last_step: str | None = None  # the last step completed inside the phase
     marker: str | None = None  # `source:line: text` of the line that opened phase or step
     threshold_from: str = "default"  # where the threshold comes from (`--stall`, a phase's ...)
+    usual: str = ""  # how long the phase in progress usually takes, when history knows
     laggards: tuple[Laggard, ...] = ()  # empty with several ranks: stuck as a whole
     ranks: tuple[RankRow, ...] = ()
     rank_summary: str = ""  # who holds the job up, or that no rank stands out
@@ -153,8 +154,22 @@ class ReadableEvent:
     wall: float
 
 
+@dataclass(frozen=True)
+class SlowEvent:
+    """A phase (or step) running well past what it usually takes on this job: said before
+    the stall threshold, from the durations of earlier runs (`--history`)."""
+
+    phase: str
+    title: str
+    running_s: float
+    usual_s: float  # the 95th percentile of earlier runs
+    runs: int
+    wall: float
+    parent: str | None = None
+
+
 Event = (PhaseEvent | SignalEvent | FinishEvent | StallEvent | RecoveredEvent | BlindEvent
-         | ReadableEvent)
+         | ReadableEvent | SlowEvent)
 
 
 @dataclass(frozen=True)

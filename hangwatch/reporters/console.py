@@ -47,7 +47,7 @@ class ConsoleReporter:
         style = "bold red" if isinstance(event, StallEvent) else {
             "PhaseEvent": "green", "SignalEvent": "yellow", "FinishEvent": "bold green",
             "RecoveredEvent": "bold green", "BlindEvent": "bold red",
-            "ReadableEvent": "cyan"}.get(type(event).__name__, "")
+            "ReadableEvent": "cyan", "SlowEvent": "yellow"}.get(type(event).__name__, "")
         self._log(Text(describe(event), style=style))
 
     def incident(self, incident: Incident) -> None:

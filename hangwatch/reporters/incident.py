@@ -142,6 +142,7 @@ def render_markdown(report: dict[str, Any], tail: Sequence[str], snapshot_taken:
             f"- **Detected:** {_utc(stall['wall'])}",
             f"- **Last completed phase:** {stall.get('last_completed') or 'none'}",
             *([f"- **Named by:** `{stall['marker']}`"] if stall.get("marker") else []),
+            *([f"- **Usually:** {stall['usual']}"] if stall.get("usual") else []),
             *(f"- **Repeating:** {line}" for line in wait_lines(stall.get("waits") or [])),
             f"- **Sources:** {', '.join(f'`{s}`' for s in report['sources']) or 'none'}", ""]
     out += _section("Key findings", [f"- {line}" for line in report["key_findings"]]

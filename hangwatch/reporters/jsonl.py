@@ -16,6 +16,7 @@ from hangwatch.core.events import (
     ReadableEvent,
     RecoveredEvent,
     SignalEvent,
+    SlowEvent,
     StallEvent,
 )
 from hangwatch.reporters.base import View
@@ -44,6 +45,10 @@ def event_dict(event: Event) -> dict[str, Any] | None:
     if isinstance(event, ReadableEvent):
         return {"event": "readable", "what": event.what, "path": event.path,
                 "blind_s": round(event.blind_s, 3), "time": event.wall}
+    if isinstance(event, SlowEvent):
+        return {"event": "slow", "phase": event.phase, "title": event.title,
+                "parent": event.parent, "running_s": round(event.running_s, 3),
+                "usual_s": event.usual_s, "runs": event.runs, "time": event.wall}
     assert isinstance(event, StallEvent)
     return None
 
@@ -62,6 +67,7 @@ def incident_dict(incident: Incident) -> dict[str, Any]:
         "idle_s": round(stall.idle_s, 3),
         "threshold_s": stall.threshold_s,
         "threshold_from": stall.threshold_from,
+        "usual": stall.usual,
         "waits": [dataclasses.asdict(w) for w in stall.waits],
         "report": incident.report,
         "advice": [a.text for a in incident.advice],

@@ -18,6 +18,7 @@ from hangwatch.core.events import (
     ReadableEvent,
     RecoveredEvent,
     SignalEvent,
+    SlowEvent,
 )
 from hangwatch.reporters.base import View, advice_groups, wait_lines, where_text
 from hangwatch.reporters.ranks import stall_lines
@@ -42,6 +43,10 @@ def describe(event: Event) -> str:
     if isinstance(event, ReadableEvent):
         return (f"readable: {event.what} {event.path} can be seen again after "
                 f"{format_duration(event.blind_s)}")
+    if isinstance(event, SlowEvent):
+        return (f"slow: {event.phase} ({event.title}) running for "
+                f"{format_duration(event.running_s)}; it usually takes "
+                f"{format_duration(event.usual_s)} (p95 of {event.runs} runs)")
     return (f"STALL in phase {event.phase or 'unknown'}: no progress for "
             f"{format_duration(event.idle_s)}; collecting evidence")
 
@@ -57,6 +62,8 @@ def describe_incident(incident: Incident) -> list[str]:
     ]
     if stall.marker:
         lines.append(f"  named by:          {stall.marker}")
+    if stall.usual:
+        lines.append(f"  usually:           {stall.usual}")
     lines += [f"  repeating:         {line}" for line in wait_lines(data["waits"])[:3]]
     if incident.report:
         lines.append(f"  report:            {incident.report}")

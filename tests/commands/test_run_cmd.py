@@ -298,3 +298,30 @@ def test_a_job_stuck_under_its_unfinished_progress_bar_is_placed_in_its_phase(tm
                            if line.startswith("{")) if e["event"] == "stall"]
     assert stall["phase"] == "data_load"
     assert "Generating train split: 0 examples" in (tmp_path / "job.log").read_text()
+
+
+PHASE_THEN_EXITS = """
+    import time
+    print("[ROLLOUT] init_model START", flush=True)
+    time.sleep(0.3)
+    print("[ROLLOUT] init_model DONE", flush=True)
+"""
+
+
+def test_history_learns_each_runs_phase_durations_per_job(tmp_path):
+    history = tmp_path / "history.json"
+    job = str(write_job(tmp_path, PHASE_THEN_EXITS))
+    for _ in range(2):
+        status, _, err = run(tmp_path, "--history", str(history), "--name", "gkd", "--",
+                             sys.executable, job)
+        assert status == 0, err
+    data = json.loads(history.read_text())
+    [first, second] = data["jobs"]["gkd"]["durations"]["rollout_init"]
+    assert 0.25 < first < 5 and 0.25 < second < 5
+
+
+def test_a_history_file_that_is_not_one_is_a_usage_error(tmp_path):
+    history = tmp_path / "history.json"
+    history.write_text("[1, 2]")
+    status, _, err = run(tmp_path, "--history", str(history), "--", sys.executable, "-c", "0")
+    assert status == 2 and "not a hangwatch history file" in err
