@@ -325,3 +325,25 @@ def test_a_history_file_that_is_not_one_is_a_usage_error(tmp_path):
     history.write_text("[1, 2]")
     status, _, err = run(tmp_path, "--history", str(history), "--", sys.executable, "-c", "0")
     assert status == 2 and "not a hangwatch history file" in err
+
+
+WAITS_FOR_A_RANK = """
+    import time
+    print("step 1 loss 0.9", flush=True)
+    for attempt in range(1, 400):
+        print(f"still waiting for rank 3 (attempt {attempt})", flush=True)
+        time.sleep(0.1)
+"""
+
+
+def test_a_job_printing_a_wait_loop_no_pack_knows_is_a_stall_that_names_the_line(tmp_path):
+    status, _, err = run(tmp_path, "--json", "--stall", "2s", "--grace", "0.5s",
+                         "--no-snapshot", "--", sys.executable,
+                         str(write_job(tmp_path, WAITS_FOR_A_RANK)))
+    assert status == 3
+    [stall] = [e for e in (json.loads(line) for line in err.splitlines()
+                           if line.startswith("{")) if e["event"] == "stall"]
+    [wait] = stall["waits"][:1]
+    assert wait["template"] == "still waiting for rank <n> (attempt <n>)"
+    assert wait["count"] >= 10
+    assert any("repeated" in because for because in stall["evidence"])
