@@ -27,7 +27,9 @@ from hangwatch.reporters.ranks import stall_lines
 def describe(event: Event) -> str:
     """One line for an event, shared by every human-facing output."""
     if isinstance(event, PhaseEvent):
-        return f"phase {event.phase} ({event.title}) {event.state} at {event.source}:{event.line}"
+        kind = f"step {event.phase} ({event.title}) of {event.parent}" if event.parent else (
+            f"phase {event.phase} ({event.title})")
+        return f"{kind} {event.state} at {event.source}:{event.line}"
     if isinstance(event, SignalEvent):
         during = f" ({event.context})" if event.context else ""
         return (f"{event.severity}: {event.id} at {event.source}:{event.line}{during}: "
