@@ -7,25 +7,29 @@ feed to a tool.
                                     log-tail.txt the log's last lines
 
 Files are written to a temporary name and renamed, so a reader never sees half a report; they
-are private to the user (0600 in a 0700 folder) since stacks and environments say a lot.
-Every string passes through the redactor on its way out.
+are private to the user (0600 in a 0700 folder) since stacks and environments say a lot, and
+never written through a link planted ahead of them (`hangwatch.files`). Every string passes
+through the redactor on its way out, and text from outside is escaped for each file's format
+(`hangwatch.escape`): it cannot break out of report.md's code blocks and tables, and the text
+files carry no terminal control sequences.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from hangwatch.collectors.redact import redact_text, redact_tree
 from hangwatch.core.durations import format_duration
 from hangwatch.core.events import Advice, StallEvent
 from hangwatch.core.evidence import process_label
-from hangwatch.files import write_atomic
+from hangwatch.escape import jsontext, markdown
+from hangwatch.escape.redact import redact_text, redact_tree
+from hangwatch.escape.terminal import visible, visible_lines
+from hangwatch.files import new_private_dir, open_report_dir, write_private
 from hangwatch.snapshot import (
     GPU_COLUMNS,
     PROCESS_COLUMNS,
@@ -59,33 +63,33 @@ def write_incident(report_dir: Path, *, stall: StallEvent, timeline: Sequence[di
         "taken_at": snap.get("taken_at"),
         "errors": snap.get("errors", []),
     })
-    folder = _new_folder(report_dir, stall)
     tail = [redact_text(line.rstrip("\n")) for line in log_tail]
-    _write(folder / "report.json", json.dumps(report, indent=2, default=str) + "\n")
-    _write(folder / "report.md", render_markdown(report, tail, snapshot is not None))
-    _write(folder / "stacks.txt", render_stacks(report["processes"]))
-    _write(folder / "log-tail.txt", "".join(line + "\n" for line in tail))
-    return folder
+    files = {
+        "report.json": jsontext.dumps(report, indent=2) + "\n",
+        "report.md": render_markdown(report, tail, snapshot is not None),
+        "stacks.txt": visible_lines(render_stacks(report["processes"])),
+        "log-tail.txt": "".join(visible(line) + "\n" for line in tail),
+    }
+    with open_report_dir(report_dir) as parent:
+        name = _new_folder(parent, report_dir, stall, files)
+    return report_dir / name
 
 
-def _new_folder(report_dir: Path, stall: StallEvent) -> Path:
-    if not report_dir.exists():
-        report_dir.mkdir(parents=True, mode=0o700)
+def _new_folder(parent: int, report_dir: Path, stall: StallEvent, files: dict[str, str]) -> str:
+    """Make a new private folder for the stall and write `files` into it; return its name. A
+    name already taken (by an earlier stall, or by a link someone planted) is skipped."""
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(stall.wall))
     phase = re.sub(r"[^A-Za-z0-9_.-]+", "_", stall.phase or "unknown")
     for n in range(1, 1000):
-        folder = report_dir / (f"{stamp}-{phase}" + (f"-{n}" if n > 1 else ""))
+        name = f"{stamp}-{phase}" + (f"-{n}" if n > 1 else "")
         try:
-            folder.mkdir(mode=0o700)
+            with new_private_dir(parent, name) as folder:
+                for file, text in files.items():
+                    write_private(folder, file, text.encode("utf-8"))
+            return name
         except FileExistsError:
             continue
-        folder.chmod(0o700)  # mkdir's mode is filtered by the umask
-        return folder
     raise FileExistsError(f"too many incident folders named {stamp}-{phase} in {report_dir}")
-
-
-def _write(path: Path, text: str) -> None:
-    write_atomic(path, text.encode("utf-8"))
 
 
 # --- rendering ---------------------------------------------------------------------------------
@@ -102,34 +106,50 @@ def render_stacks(processes: Sequence[dict[str, Any]]) -> str:
 def render_markdown(report: dict[str, Any], tail: Sequence[str], snapshot_taken: bool) -> str:
     stall = report["stall"]
     phase = stall.get("phase")
-    where = f"{stall.get('phase_title') or phase} (`{phase}`)" if phase else "no known phase"
+    title = stall.get("phase_title") or phase
+    where = f"{markdown.authored(title)} ({markdown.code(phase)})" if phase else "no known phase"
     out = [f"# Stall: {where}", ""]
+    step = stall.get("step")
     out += [f"- **No progress for:** {format_duration(stall['idle_s'])} "
             f"(threshold {format_duration(stall['threshold_s'])})",
+            *([f"- **Step:** {markdown.inline(str(step))}"] if step is not None else []),
             f"- **Detected:** {_utc(stall['wall'])}",
-            f"- **Last completed phase:** {stall.get('last_completed') or 'none'}",
-            f"- **Sources:** {', '.join(f'`{s}`' for s in report['sources']) or 'none'}", ""]
-    out += _section("Key findings", [f"- {line}" for line in report["key_findings"]]
+            f"- **Last completed phase:** {markdown.authored(stall.get('last_completed') or 'none')}",
+            *_laggards_md(stall.get("laggards")),
+            f"- **Sources:** {', '.join(markdown.code(s) for s in report['sources']) or 'none'}",
+            ""]
+    out += _section("Key findings", [f"- {markdown.inline(line)}"
+                                     for line in report["key_findings"]]
                     or ["- (snapshots disabled)" if not snapshot_taken else "- none"])
-    out += _section("Advice", [f"{i}. {a['text']}\n   - *because:* {a['because']}"
+    out += _section("Advice", [f"{i}. {markdown.authored(a['text'])}\n"
+                               f"   - *because:* {markdown.inline(a['because'])}"
                                for i, a in enumerate(report["advice"], 1)] or ["none"])
     signals = stall.get("signals") or []
     if signals:
-        out += _section("Signals seen", [f"- `{s['id']}` ({s['severity']}) {s['source']}:"
-                                         f"{s['line']}: `{s['text']}`" for s in signals])
+        out += _section("Signals seen", [
+            f"- {markdown.code(s['id'])} ({s['severity']}) {markdown.inline(str(s['source']))}:"
+            f"{s['line']}: {markdown.code(s['text'])}" for s in signals])
     out += _section("Timeline", _timeline_table(report["timeline"]))
     if snapshot_taken:
         out += _section("Processes", _table(PROCESS_COLUMNS, process_rows(report)))
         out += _section("Stacks", _stacks_md(report["processes"]))
         out += _section("GPUs", _gpus_md(report))
-        out += _section("System", [f"- {line}" for line in system_lines(report["system"])]
+        out += _section("System", [f"- {markdown.inline(line)}"
+                                   for line in system_lines(report["system"])]
                         or ["(not collected)"])
         notes = collection_notes(report, shown=report["key_findings"])
         if notes:
-            out += _section("Collection notes", [f"- {n}" for n in notes])
+            out += _section("Collection notes", [f"- {markdown.inline(n)}" for n in notes])
     out += _section(f"Log tail (last {min(len(tail), MD_LOG_LINES)} lines)",
-                    ["```text", *tail[-MD_LOG_LINES:], "```"])
+                    markdown.fence(tail[-MD_LOG_LINES:]))
     return "\n".join(out).rstrip() + "\n"
+
+
+def _laggards_md(laggards: Any) -> list[str]:
+    if not laggards:
+        return []
+    items = laggards if isinstance(laggards, list) else [laggards]
+    return ["- **Laggards:** " + ", ".join(markdown.inline(str(item)) for item in items)]
 
 
 def _section(title: str, body: Sequence[str]) -> list[str]:
@@ -146,13 +166,14 @@ def _timeline_table(timeline: Sequence[dict[str, Any]]) -> list[str]:
         duration = entry.get("duration_s")
         started = entry.get("started_wall")
         rows.append((
-            f"{entry.get('title') or entry.get('phase')} (`{entry.get('phase')}`)",
-            str(entry.get("state", "")),
+            f"{markdown.cell(entry.get('title') or entry.get('phase'))} "
+            f"({markdown.code_cell(str(entry.get('phase')))})",
+            markdown.cell(entry.get("state", "")),
             _utc(started) if isinstance(started, (int, float)) else "",
             format_duration(duration) if isinstance(duration, (int, float)) else "",
-            f"{Path(str(entry.get('source', ''))).name}:{entry.get('line', '')}",
+            markdown.cell(f"{Path(str(entry.get('source', ''))).name}:{entry.get('line', '')}"),
         ))
-    lines = _table(("phase", "state", "started (UTC)", "took", "where"), rows)
+    lines = _table(("phase", "state", "started (UTC)", "took", "where"), rows, escaped=True)
     if len(timeline) > len(shown):
         lines.append(f"\n({len(timeline) - len(shown)} earlier entries in report.json)")
     return lines
@@ -161,10 +182,11 @@ def _timeline_table(timeline: Sequence[dict[str, Any]]) -> list[str]:
 def _stacks_md(processes: Sequence[dict[str, Any]]) -> list[str]:
     lines: list[str] = []
     for p in processes:
+        label = markdown.inline(process_label(p))
         if p.get("stack"):
-            lines += [f"### {process_label(p)}", "", "```text", p["stack"], "```", ""]
+            lines += [f"### {label}", "", *markdown.fence(str(p["stack"]).splitlines()), ""]
         elif "not a Python process" not in (p.get("stack_error") or ""):
-            lines.append(f"- {process_label(p)}: no stack: {p.get('stack_error')}")
+            lines.append(f"- {label}: no stack: {markdown.inline(str(p.get('stack_error')))}")
     return lines[:-1] if lines and lines[-1] == "" else lines or ["(no Python process)"]
 
 
@@ -172,7 +194,8 @@ def _gpus_md(report: dict[str, Any]) -> list[str]:
     nvml = report.get("nvml") or {}
     lines: list[str] = []
     if nvml.get("status") != "ok":
-        lines += [f"NVML: **{nvml.get('status', 'unknown')}**: {nvml.get('detail', '')}"]
+        lines += [f"NVML: **{markdown.inline(str(nvml.get('status', 'unknown')))}**: "
+                  f"{markdown.inline(str(nvml.get('detail', '')))}"]
     if report["gpus"]:
         if lines:
             lines.append("")
@@ -180,16 +203,14 @@ def _gpus_md(report: dict[str, Any]) -> list[str]:
     return lines or ["(no GPU)"]
 
 
-def _table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+def _table(columns: Sequence[str], rows: Sequence[Sequence[Any]], *,
+           escaped: bool = False) -> list[str]:
+    """A Markdown table; cells are escaped here unless the caller built them `escaped`."""
     if not rows:
         return ["(none)"]
     return ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns),
-            *("| " + " | ".join(_cell(c) for c in row) + " |" for row in rows)]
-
-
-def _cell(value: Any) -> str:
-    text = "" if value is None else str(value)
-    return text.replace("|", "\\|").replace("\n", " ")
+            *("| " + " | ".join(c if escaped else markdown.cell(c) for c in row) + " |"
+              for row in rows)]
 
 
 def _utc(wall: float) -> str:

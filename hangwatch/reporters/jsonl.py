@@ -1,8 +1,8 @@
-"""JSON Lines on stdout: one object per event, for machines."""
+"""JSON Lines on stdout: one object per event, for machines. Redacted, valid UTF-8 whatever
+the log held (see `hangwatch.escape.jsontext`)."""
 
 from __future__ import annotations
 
-import json
 from typing import Any, TextIO
 
 from hangwatch.core.events import (
@@ -15,6 +15,7 @@ from hangwatch.core.events import (
     SignalEvent,
     StallEvent,
 )
+from hangwatch.escape.jsontext import dumps
 from hangwatch.reporters.base import View
 
 
@@ -53,7 +54,14 @@ def incident_dict(incident: Incident) -> dict[str, Any]:
         "evidence": [a.because for a in incident.advice],
         "findings": list(incident.findings),
         "time": stall.wall,
+        **_optional(stall, "step", "laggards"),
     }
+
+
+def _optional(stall: StallEvent, *names: str) -> dict[str, Any]:
+    """Fields only some stalls carry."""
+    return {name: value for name in names
+            if (value := getattr(stall, name, None)) not in (None, (), [])}
 
 
 class JsonReporter:
@@ -61,7 +69,7 @@ class JsonReporter:
         self.out = out
 
     def _write(self, data: dict[str, Any]) -> None:
-        self.out.write(json.dumps(data, ensure_ascii=False) + "\n")
+        self.out.write(dumps(data) + "\n")
         self.out.flush()
 
     def notice(self, notice: Notice) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from typing import TextIO
@@ -16,11 +17,18 @@ from hangwatch.core.events import (
     RecoveredEvent,
     SignalEvent,
 )
+from hangwatch.escape.terminal import safe
+from hangwatch.reporters.advice import more_line, shown_advice
 from hangwatch.reporters.base import View, advice_groups
 
 
 def describe(event: Event) -> str:
-    """One line for an event, shared by every human-facing output."""
+    """One line for an event, shared by every human-facing output; what came from outside
+    (log text, file names) is redacted and its control characters shown."""
+    return safe(_describe(event))
+
+
+def _describe(event: Event) -> str:
     if isinstance(event, PhaseEvent):
         return f"phase {event.phase} ({event.title}) {event.state} at {event.source}:{event.line}"
     if isinstance(event, SignalEvent):
@@ -36,21 +44,51 @@ def describe(event: Event) -> str:
 
 
 def describe_incident(incident: Incident) -> list[str]:
+    """The stall, where it is, and the most specific advice; each line terminal-safe."""
     stall = incident.stall
     phase = f"{stall.phase} ({stall.phase_title})" if stall.phase else "no phase in progress"
+    step = getattr(stall, "step", None)
+    if step is not None:
+        phase += f", step {step}"
     lines = [
         f"STALL: no progress for {format_duration(stall.idle_s)} "
         f"(threshold {format_duration(stall.threshold_s)})",
         f"  phase in progress: {phase}",
         f"  last completed:    {stall.last_completed or 'none'}",
     ]
+    laggards = laggard_texts(stall)
+    if laggards:
+        lines.append(f"  laggards:          {', '.join(laggards)}")
     if incident.report:
         lines.append(f"  report:            {incident.report}")
     lines += [f"  finding: {f}" for f in incident.findings]
-    for because, texts in advice_groups(incident.advice):
+    advice, more = shown_advice(incident)
+    for because, texts in advice_groups(advice):
         lines += [f"  advice: {text}" for text in texts]
         lines.append(f"          because: {because}")
-    return lines
+    if more:
+        lines.append(f"  ({more_line(more)})")
+    return [safe(line) for line in lines]
+
+
+def laggard_texts(stall: object, limit: int = 4) -> list[str]:
+    """The ranks holding the job up, when the stall names them: `rank 3 (step 118)`."""
+    laggards = getattr(stall, "laggards", None) or ()
+    texts = [_laggard_text(item) for item in list(laggards)[:limit]]
+    if len(laggards) > limit:
+        texts.append(f"{len(laggards) - limit} more")
+    return texts
+
+
+def _laggard_text(item: object) -> str:
+    fields: object = item
+    if dataclasses.is_dataclass(item) and not isinstance(item, type):
+        fields = dataclasses.asdict(item)
+    if not isinstance(fields, dict) or "rank" not in fields:
+        return str(item)
+    detail = ", ".join(f"{k} {v}" for k, v in fields.items()
+                       if k != "rank" and v is not None and not isinstance(v, (dict, list)))
+    return f"rank {fields['rank']}" + (f" ({detail})" if detail else "")
 
 
 class PlainReporter:
@@ -65,7 +103,7 @@ class PlainReporter:
         self.out.flush()
 
     def notice(self, notice: Notice) -> None:
-        self._write(f"hangwatch: {notice.message}")
+        self._write(f"hangwatch: {safe(notice.message)}")
 
     def event(self, event: Event) -> None:
         self._write(describe(event))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hangwatch.collectors.redact import redact_argv, redact_env_value, redact_text, redact_tree
+from hangwatch.escape.redact import redact_argv, redact_env_value, redact_text, redact_tree
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -15,7 +15,8 @@ from hangwatch.collectors.redact import redact_argv, redact_env_value, redact_te
     ('{"api_key": "xyz123"}', '{"api_key": "<redacted>"}'),
     ("python train.py --hf-token abc --lr 1", "python train.py --hf-token <redacted> --lr 1"),
     ("Authorization: Bearer abcdefghijkl", "Authorization: Bearer <redacted>"),
-    ("loaded hf_abcdefghijklmnop from cache", "loaded <redacted> from cache"),
+    ("loaded hf_AbCdEfGhIjKlMnOpQrStUvWxYz01234567 from cache",
+     "loaded <redacted> from cache"),
     # Not secrets: numbers and plain words about tokens stay readable.
     ("max_tokens=4096 num_tokens: 12", "max_tokens=4096 num_tokens: 12"),
     ("token limit exceeded", "token limit exceeded"),
