@@ -14,6 +14,7 @@ from hangwatch.core.durations import format_duration
 from hangwatch.core.engine import Engine
 from hangwatch.core.lines import LineSplitter
 from hangwatch.errors import ExitStatus, HangwatchError
+from hangwatch.escape.terminal import safe
 
 READ_SIZE = 1 << 20
 
@@ -79,12 +80,12 @@ def render(data: dict[str, Any], out: TextIO) -> None:
     if data["signals"]:
         print("\nsignals:", file=out)
         for s in data["signals"]:
-            print(f"  {s['severity']:<8} {s['id']} x{s['count']} (last {s['source']}:"
-                  f"{s['line']}): {s['text'].strip()[:160]}", file=out)
+            print(safe(f"  {s['severity']:<8} {s['id']} x{s['count']} (last {s['source']}:"
+                       f"{s['line']}): {s['text'].strip()[:160]}"), file=out)
     if data["advice"]:
         print("\nadvice:", file=out)
         for a in data["advice"]:
-            print(f"  * {a['text']}\n    because {a['because']}", file=out)
+            print(f"  * {safe(a['text'])}\n    because {safe(a['because'])}", file=out)
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

@@ -20,7 +20,9 @@ SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSW(?:OR)?D|CREDENTIAL|AUTH|COOKIE
 # ...except the variables a person debugging a distributed job must read (NCCL_IB_PKEY is a
 # partition number, not a key). Their values still go through `redact_text`.
 READABLE_NAME = re.compile(r"(?:TORCH_)?NCCL_\w*|MASTER_\w*|GLOO_\w*", re.I)
-_SECRET_WORD = r"(?:token|secret|passw(?:or)?d|api[_-]?key|access[_-]?key|private[_-]?key)"
+# `tokenizer` and `tokens` name no secret.
+_SECRET_WORD = (r"(?:token(?!i[sz]|s\b)|secret|passw(?:or)?d|api[_-]?key|access[_-]?key"
+                r"|private[_-]?key)")
 _NOT_DONE = rf"(?!{re.escape(REDACTED)})"
 
 _URL_USERINFO = re.compile(r"(?P<scheme>\b[a-z][a-z0-9+.-]*://)[^/@\s\"'<>]+@", re.I)

@@ -110,11 +110,12 @@ def render_markdown(report: dict[str, Any], tail: Sequence[str], snapshot_taken:
     where = f"{markdown.authored(title)} ({markdown.code(phase)})" if phase else "no known phase"
     out = [f"# Stall: {where}", ""]
     step = stall.get("step")
+    last = markdown.authored(stall.get("last_completed") or "none")
     out += [f"- **No progress for:** {format_duration(stall['idle_s'])} "
             f"(threshold {format_duration(stall['threshold_s'])})",
             *([f"- **Step:** {markdown.inline(str(step))}"] if step is not None else []),
             f"- **Detected:** {_utc(stall['wall'])}",
-            f"- **Last completed phase:** {markdown.authored(stall.get('last_completed') or 'none')}",
+            f"- **Last completed phase:** {last}",
             *_laggards_md(stall.get("laggards")),
             f"- **Sources:** {', '.join(markdown.code(s) for s in report['sources']) or 'none'}",
             ""]
