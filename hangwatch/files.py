@@ -16,6 +16,7 @@ import contextlib
 import errno
 import os
 import secrets
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -49,12 +50,20 @@ def _open_dir(name: str | Path, *, dir_fd: int | None = None) -> int:
     try:
         return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
+        # Linux says ENOTDIR, not ELOOP, for a link when O_DIRECTORY is asked too.
+        if exc.errno == errno.ELOOP or (exc.errno == errno.ENOTDIR and _is_link(name, dir_fd)):
             raise UnsafeFolder(f"{name} is a symbolic link: reports are not written through "
                                f"links") from None
         if exc.errno == errno.ENOTDIR:
             raise UnsafeFolder(f"{name} is not a folder") from None
         raise
+
+
+def _is_link(name: str | Path, dir_fd: int | None) -> bool:
+    try:
+        return stat.S_ISLNK(os.lstat(name, dir_fd=dir_fd).st_mode)
+    except OSError:
+        return False
 
 
 @contextlib.contextmanager
