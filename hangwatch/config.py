@@ -43,6 +43,13 @@ SECTION_KEYS: dict[str, tuple[set[str], set[str]]] = {
     "checks": ({"id"}, {"env", "path", "status", "fix"}),
     "ranks": ({"id", "match"}, set()),
 }
+# Limits on what a rule file may ask of hangwatch, far above any real pack (the largest
+# built-in pattern is under 200 characters, the largest pack under 40 patterns), so that a
+# file from anywhere cannot make loading or matching slow or big.
+MAX_FILE_BYTES = 1 << 20
+MAX_VALUES = 100_000  # scalars, lists and mappings, counting each alias as what it repeats
+MAX_PATTERN_CHARS = 2000
+MAX_PATTERNS = 1000  # regular expressions in one file
 ID_PATTERN = regex.compile(r"[a-z][a-z0-9_]*")
 PACK_NAME_PATTERN = regex.compile(r"[a-z][a-z0-9_.-]*")
 ENV_NAME_PATTERN = regex.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -118,9 +125,14 @@ def load_pack_file(path: Path, *, builtin: bool = False) -> RulePack:
     """Parse and validate one file; raise ConfigErrors listing every problem in it."""
     name = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as fh:
+            data = fh.read(MAX_FILE_BYTES + 1)
+        text = data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigErrors([ConfigError(f"cannot read: {exc}", file=name)]) from None
+    if len(data) > MAX_FILE_BYTES:
+        raise ConfigErrors([ConfigError(f"larger than {MAX_FILE_BYTES // 1024} KiB: not a rule "
+                                        f"pack", file=name)])
     return load_pack_text(text, name, builtin=builtin)
 
 
@@ -131,7 +143,7 @@ def parse_yaml(text: str, name: str) -> Any:
     """YAML whose mappings are YamlMappings (they know their lines); a syntax error or a
     duplicate key raises ConfigErrors naming `name` and the line."""
     try:
-        return yaml.load(text, Loader=_LineLoader)  # safe: a SafeLoader with line numbers
+        doc = yaml.load(text, Loader=_LineLoader)  # safe: a SafeLoader with line numbers
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         line = mark.line + 1 if mark else 0
@@ -140,6 +152,8 @@ def parse_yaml(text: str, name: str) -> Any:
         ) from None
     except yaml.YAMLError as exc:
         raise ConfigErrors([ConfigError(f"invalid YAML: {exc}", file=name)]) from None
+    _refuse_alias_bomb(doc, name)
+    return doc
 
 
 def load_pack_text(text: str, name: str, *, builtin: bool = False) -> RulePack:
@@ -156,6 +170,36 @@ def _parse_pack(text: str, name: str, builtin: bool) -> tuple[RulePack, tuple[Pa
     return pack, parser.checks
 
 
+def _refuse_alias_bomb(doc: Any, name: str) -> None:
+    """Aliases make a small file stand for a huge document ("billion laughs"). The loader
+    shares what an alias repeats, so loading is cheap; anything that walked the document
+    (validation, error messages) would not be. Count values as a walk would see them, and
+    stop at MAX_VALUES."""
+    budget = [MAX_VALUES]
+
+    def walk(value: Any) -> None:
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise OverflowError
+        if isinstance(value, dict):
+            for key, item in value.items():
+                walk(key)
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    top = doc.items() if isinstance(doc, _Mapping) else [("", doc)]
+    for key, value in top:
+        try:
+            walk(value)
+        except (OverflowError, RecursionError):
+            line = doc.key_lines.get(str(key), 1) if isinstance(doc, _Mapping) else 1
+            raise ConfigErrors([ConfigError(
+                f"`{key}` expands to more than {MAX_VALUES} values through YAML aliases "
+                f"(*name): refused", file=name, line=line)]) from None
+
+
 class _PackParser:
     def __init__(self, file: str, errors: list[ConfigError], builtin: bool) -> None:
         self.file = file
@@ -164,6 +208,7 @@ class _PackParser:
         self.pack = "?"
         self.generic = False
         self.checks: tuple[PackCheck, ...] = ()
+        self.patterns = 0  # regular expressions compiled so far
 
     def error(self, message: str, line: int, rule: str = "") -> None:
         self.errors.append(ConfigError(message, file=self.file, line=line, rule=rule))
@@ -406,6 +451,16 @@ class _PackParser:
         return value if self._compile(value, line, str(item["id"]), key) is not None else None
 
     def _compile(self, pattern: str, line: int, rule: str, key: str) -> regex.Pattern[str] | None:
+        self.patterns += 1
+        if self.patterns == MAX_PATTERNS + 1:
+            self.error(f"more than {MAX_PATTERNS} patterns in one file: split it, or merge "
+                       f"rules", line, rule)
+        if self.patterns > MAX_PATTERNS:
+            return None
+        if len(pattern) > MAX_PATTERN_CHARS:
+            self.error(f"pattern in `{key}` is {len(pattern)} characters long, more than "
+                       f"{MAX_PATTERN_CHARS}: {pattern[:60]!r}...", line, rule)
+            return None
         try:
             return regex.compile(pattern)
         except regex.error as exc:

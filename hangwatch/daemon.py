@@ -22,6 +22,7 @@ from hangwatch.core.events import Advice, Event, Incident, Notice, StallEvent
 from hangwatch.core.rules import RuleSet
 from hangwatch.errors import ExitStatus
 from hangwatch.feed import Block, CaughtUp, EndOfInput, Partial
+from hangwatch.reporters.advice import rank_advice
 from hangwatch.reporters.base import Reporter, View
 
 TAIL_LINES = 200
@@ -205,28 +206,29 @@ class Session:
 
     def _gather(self, stall: StallEvent, timeline: list[dict[str, Any]], tail: list[str]) -> None:
         snapshot: dict[str, Any] | None = None
-        advice: list[Advice] = list(stall.advice)
+        diagnosed: list[Advice] = []
         findings: list[str] = []
         report: str | None = None
         if self.collect is not None:
             try:
-                snapshot, evidence_advice, findings = self.collect(stall)
-                advice = [*advice, *evidence_advice]
+                snapshot, diagnosed, findings = self.collect(stall)
             except Exception as exc:  # evidence must never take the watcher down
                 findings.append(f"evidence collection failed: {type(exc).__name__}: {exc}")
-        firsts: dict[str, Advice] = {}
-        for item in advice:  # the engine's and the evidence's may say the same
-            firsts.setdefault(item.text, item)
-        advice = list(firsts.values())
+        advice = rank_advice(stall, diagnosed)
+        # Absolute: machines (JSON events, alerts) read it from elsewhere.
+        report_dir = self.options.report_dir.absolute()
         try:
             from hangwatch.reporters.incident import write_incident
 
-            # Absolute: machines (JSON events, alerts) read it from elsewhere.
-            report = str(write_incident(self.options.report_dir.absolute(), stall=stall,
-                                        timeline=timeline, log_tail=tail, sources=self.sources,
+            report = str(write_incident(report_dir, stall=stall, timeline=timeline,
+                                        log_tail=tail, sources=self.sources,
                                         snapshot=snapshot, advice=advice))
-        except Exception as exc:
-            findings.append(f"could not write the incident report: {type(exc).__name__}: {exc}")
+        except Exception as exc:  # a full, read-only or hostile report disk
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            message = (f"cannot write the incident report in {report_dir}: {reason}; "
+                       f"the stall and its advice are shown here, and watching goes on")
+            findings.append(message)
+            self.queue.put(Notice(str(report_dir), "unwritable", message))
         self.queue.put(_IncidentReady(Incident(stall, report, tuple(advice),
                                                tuple(dict.fromkeys(findings)))))
 

@@ -27,7 +27,7 @@ from typing import BinaryIO, Literal, NamedTuple, TextIO, cast
 import psutil
 
 from hangwatch.collectors.discover import ProcFS, descendants
-from hangwatch.core.lines import PARTIAL_AFTER_S, LineSplitter
+from hangwatch.core.lines import MAX_LINE, PARTIAL_AFTER_S, LineSplitter
 from hangwatch.errors import HangwatchError
 from hangwatch.files import discard_output
 
@@ -347,6 +347,7 @@ class Job:
         splitters: dict[Stream, LineSplitter] = {"stdout": LineSplitter(),
                                                  "stderr": LineSplitter()}
         quiet = _PartialLines(splitters, self._on_partial)
+        logs: dict[Stream, LogLines] = {"stdout": LogLines(), "stderr": LogLines()}
         with selectors.DefaultSelector() as sel:
             for stream, pipe in (("stdout", self.proc.stdout), ("stderr", self.proc.stderr)):
                 if pipe is not None:
@@ -357,24 +358,64 @@ class Job:
                     data = os.read(key.fd, READ_SIZE)
                     if not data:
                         sel.unregister(key.fd)
-                        self._lines(splitters[stream].flush())
+                        self._lines(logs[stream].flush(), splitters[stream].flush())
                         continue
                     self._echo(stream, data)
-                    self._lines(splitters[stream].push(data))
+                    self._lines(logs[stream].push(data), splitters[stream].push(data))
                     quiet.grew(stream)
                 quiet.offer()
 
-    def _lines(self, data: bytes) -> None:
-        if not data:
-            return
-        if self.log_error is None:
+    def _lines(self, logged: bytes, lines: bytes) -> None:
+        if logged and self.log_error is None:
             # A full disk loses the log, not the job: echo and the stall watch go on.
             try:
-                self._log.write(data)
+                self._log.write(logged)
                 self._log.flush()
             except OSError as exc:
                 self.log_error = f"{self._log.name}: {exc.strerror or exc}"
-        self._on_lines(data)
+        if lines:
+            self._on_lines(lines)
+
+
+class LogLines:
+    """One stream of the job's output as its log file gets it: line ends made `\n` like the
+    lines the watch reads (so line numbers agree), whole lines kept together so the two
+    streams interleave by line, and nothing lost: a line longer than MAX_LINE, which the
+    watch sees cut, is written whole, in pieces as it arrives, so memory stays bounded."""
+
+    def __init__(self) -> None:
+        self._held = bytearray()
+        self._through = False  # writing a long line's pieces as they come
+        self._pending_cr = False
+
+    def push(self, data: bytes) -> bytes:
+        """What of `data` (and of what was held) can go to the log now."""
+        if self._pending_cr and data[:1] == b"\n":
+            data = data[1:]  # the \n of a \r\n already written as a line end
+        self._pending_cr = data.endswith(b"\r")
+        if b"\r" in data:
+            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        cut = data.rfind(b"\n") + 1
+        done, rest = data[:cut], data[cut:]
+        if done:
+            self._through = False
+        if self._through:
+            return data
+        if len(self._held) + len(rest) > MAX_LINE:
+            out = b"".join((self._held, done, rest))
+            self._held.clear()
+            self._through = True
+            return out
+        out = b"".join((self._held, done))
+        self._held[:] = rest
+        return out
+
+    def flush(self) -> bytes:
+        """The stream ended: its last line, ended."""
+        out = bytes(self._held) + b"\n" if self._held or self._through else b""
+        self._held.clear()
+        self._through = False
+        return out
 
 
 class _PartialLines:

@@ -148,10 +148,11 @@ def test_findings_evidence_and_advice_are_said_once_in_order(tmp_path: Path):
     [incident] = rec.incidents
     assert incident.findings == ("b", "a")
     texts = [a.text for a in incident.advice]
-    assert len(texts) == len(set(texts)) and texts[-1] == "look at the GPUs"
+    # the evidence-chosen advice first (most specific), then the phase's own
+    assert len(texts) == len(set(texts)) and texts[0] == "look at the GPUs"
     evidence = incident_dict(incident)["evidence"]
-    assert len(evidence) == len(set(evidence)) == 2  # the phase's, then the GPUs'
-    phase_because = incident.advice[0].because
+    assert len(evidence) == len(set(evidence)) == 2  # the GPUs', then the phase's
+    phase_because = incident.advice[1].because
     markdown = (Path(incident.report or "") / "report.md").read_text()
     assert markdown.count(phase_because) == 1
 

@@ -320,3 +320,16 @@ def test_a_full_disk_loses_the_log_but_not_the_output_or_the_watch(jobs, tmp_pat
     assert cap.text() == "one\ntwo\n"
     assert cap.raw("stdout") == b"one\ntwo\n"
     assert job.log_error is not None and "/dev/full" in job.log_error
+
+
+def test_log_lines_keep_a_line_longer_than_the_watch_reads_whole():
+    from hangwatch.core.lines import MAX_LINE
+    from hangwatch.runner import LogLines
+
+    log = LogLines()
+    piece = b"x" * (MAX_LINE // 3)
+    written = [log.push(b"a\r\nb\r"), log.push(b"\nc")]
+    written += [log.push(piece) for _ in range(5)]  # past MAX_LINE: written as it comes
+    written += [log.push(b"end\nd"), log.flush()]
+    assert b"".join(written) == b"a\nb\nc" + piece * 5 + b"end\nd\n"
+    assert max(len(w) for w in written) <= MAX_LINE + len(piece)

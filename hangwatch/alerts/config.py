@@ -12,9 +12,10 @@ from typing import Any
 
 import yaml
 
-from hangwatch.alerts.targets import TargetSpec, check_url, redact_url, split_command
+from hangwatch.alerts.targets import TargetSpec, check_url, split_command
 from hangwatch.config import _LineLoader
 from hangwatch.errors import ConfigError, ConfigErrors
+from hangwatch.escape.redact import redact_url
 
 KINDS = ("webhook", "alertmanager", "exec")
 

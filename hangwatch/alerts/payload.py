@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from hangwatch.collectors.redact import redact_tree
 from hangwatch.core.durations import format_duration
 from hangwatch.core.events import Incident, RecoveredEvent, StallEvent
+from hangwatch.escape.redact import redact_tree
 
 TOP_ADVICE = 3
 ALERT_NAMES = {"stall": "HangwatchStall", "blind": "HangwatchBlind"}

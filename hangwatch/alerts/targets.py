@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 from hangwatch import __version__
 from hangwatch.alerts.payload import alertmanager_alerts, scalar_env
-from hangwatch.collectors.redact import REDACTED, redact_argv, redact_text
+from hangwatch.escape.redact import redact_argv, redact_text, redact_url
 
 TIMEOUT_S = 5.0
 AM_VALID_S = 240.0  # a firing alert's endsAt ahead of now: 4 resend periods, as Prometheus
@@ -76,24 +76,6 @@ class Target(Protocol):
     spec: TargetSpec
 
     def send(self, payload: Mapping[str, Any]) -> None: ...
-
-
-def redact_url(url: str) -> str:
-    """Scheme, host and port only: webhook tokens live in the path (Slack, Discord), the
-    query (`?token=`) or the user part, so all of those are hidden."""
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        port = f":{parts.port}" if parts.port else ""
-    except ValueError:
-        return REDACTED
-    if not parts.scheme or not host:
-        return REDACTED
-    if ":" in host:
-        host = f"[{host}]"
-    hidden = (parts.path not in ("", "/") or parts.query or parts.fragment
-              or parts.username or parts.password)
-    return f"{parts.scheme}://{host}{port}/" + (REDACTED if hidden else "")
 
 
 def check_url(url: str) -> str | None:

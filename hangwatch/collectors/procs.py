@@ -16,7 +16,7 @@ from typing import Any
 
 import psutil
 
-from hangwatch.collectors.redact import redact_argv, redact_env_value
+from hangwatch.escape.redact import redact_argv, redact_env_value
 
 # Environment variables that explain a distributed job; anything else stays out of reports.
 INTERESTING_ENV = re.compile(

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from hangwatch.collectors.bounded import CommandResult, run_command
-from hangwatch.collectors.redact import redact_text
+from hangwatch.escape.redact import redact_text
 
 MISSING_HINT = "py-spy not found next to {python} or on PATH: pip install py-spy"
 PTRACE_HINT = ("py-spy may not attach (ptrace): run hangwatch as root or as the job's user "

@@ -15,6 +15,7 @@ from hangwatch.core.durations import format_duration
 from hangwatch.core.engine import Engine
 from hangwatch.core.lines import LineSplitter
 from hangwatch.errors import ExitStatus, HangwatchError
+from hangwatch.escape.terminal import safe
 from hangwatch.reporters.base import wait_lines, where_text
 from hangwatch.reporters.ranks import COLUMNS, grouped, stall_lines
 
@@ -83,13 +84,13 @@ def render(data: dict[str, Any], out: TextIO) -> None:
     print(f"verdict:        {head}", file=out)
     print(f"phase open:     {where_text(data) if data['phase'] else 'none'}", file=out)
     if data["marker"]:
-        print(f"named by:       {data['marker']}", file=out)
+        print(safe(f"named by:       {data['marker']}"), file=out)
     print(f"last completed: {data['last_completed'] or 'none'}", file=out)
     print(f"quiet for:      {format_duration(data['quiet_s'])} (threshold "
           f"{format_duration(data['threshold_s'])}, {data['threshold_from']}), "
           f"{lines} lines read", file=out)
     for line in wait_lines(data["waits"])[:3]:
-        print(f"repeating:      {line}", file=out)
+        print(safe(f"repeating:      {line}"), file=out)
     if data["timeline"]:
         print("\ntimeline:", file=out)
         for entry in data["timeline"]:
@@ -102,21 +103,21 @@ def render(data: dict[str, Any], out: TextIO) -> None:
     if table or data["rank_summary"] or data["desync"]:
         print("\nranks:", file=out)
         for line in stall_lines(data):
-            print(f"  {line}", file=out)
+            print(safe(f"  {line}"), file=out)
         if table:
             print("  " + "  ".join(f"{c:<12}" for c in COLUMNS).rstrip(), file=out)
         for row in table:
-            print("  " + "  ".join(f"{c:<12}" for c in row).rstrip(), file=out)
+            print(safe("  " + "  ".join(f"{c:<12}" for c in row).rstrip()), file=out)
     if data["signals"]:
         print("\nsignals:", file=out)
         for s in data["signals"]:
             during = f", {s['context']}" if s.get("context") else ""
-            print(f"  {s['severity']:<8} {s['id']} x{s['count']} (last {s['source']}:"
-                  f"{s['line']}{during}): {s['text'].strip()[:160]}", file=out)
+            print(safe(f"  {s['severity']:<8} {s['id']} x{s['count']} (last {s['source']}:"
+                       f"{s['line']}{during}): {s['text'].strip()[:160]}"), file=out)
     if data["advice"]:
         print("\nadvice:", file=out)
         for a in data["advice"]:
-            print(f"  * {a['text']}\n    because {a['because']}", file=out)
+            print(f"  * {safe(a['text'])}\n    because {safe(a['because'])}", file=out)
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

@@ -28,6 +28,7 @@ from hangwatch.core.model import PhaseRule, RulePack
 from hangwatch.core.progress import ProgressJudge
 from hangwatch.core.rules import KINDS, LineMatch, RuleSet
 from hangwatch.errors import ConfigError, ConfigErrors, ExitStatus, HangwatchError
+from hangwatch.escape.terminal import safe
 
 READ_SIZE = 1 << 20
 EXAMPLES = 5  # unmatched lines shown in the summary
@@ -545,10 +546,11 @@ def _test(args: argparse.Namespace, out: TextIO) -> int:
 
 def _print_report(report: LineReport, out: TextIO) -> None:
     verdict = "progress" if report.progress else "quiet"
-    print(f"{report.number:>7} {verdict:<8} | {report.text.strip()[:TEXT_WIDTH]}", file=out)
+    print(f"{report.number:>7} {verdict:<8} | {safe(report.text.strip()[:TEXT_WIDTH])}",
+          file=out)
     for hit in report.hits:
-        print(f"{'':>18}{hit['kind']:<12} {hit['rule']} ({hit['pack']}): {hit['detail']}",
-              file=out)
+        print(f"{'':>18}{hit['kind']:<12} {hit['rule']} ({hit['pack']}): "
+              f"{safe(str(hit['detail']))}", file=out)
 
 
 def _print_summary(summary: dict[str, Any], out: TextIO, show: Show) -> None:
@@ -570,7 +572,7 @@ def _print_summary(summary: dict[str, Any], out: TextIO, show: Show) -> None:
     unmatched = summary["unmatched"]
     print(f"lines that matched no rule: {unmatched['count']}", file=out)
     for example in unmatched["examples"]:
-        print(f"  | {example}", file=out)
+        print(f"  | {safe(example)}", file=out)
     end = summary["end"]
     print(f"at the end: phase {end['phase'] or 'none'}, last completed "
           f"{end['last_completed'] or 'none'}, finished: {'yes' if end['finished'] else 'no'}",

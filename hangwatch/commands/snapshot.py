@@ -16,9 +16,11 @@ from typing import Any, TextIO
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from hangwatch.core.evidence import process_label
-from hangwatch.errors import ExitStatus
+from hangwatch.errors import ExitStatus, HangwatchError
+from hangwatch.escape.terminal import rich_text, safe, safe_lines
 from hangwatch.snapshot import (
     GPU_COLUMNS,
     PROCESS_COLUMNS,
@@ -61,9 +63,9 @@ def _keep(snapshot: dict[str, Any], report_dir: str, err: TextIO) -> Path | None
 
     try:
         return write_snapshot(Path(report_dir).absolute(), snapshot)
-    except OSError as exc:  # the snapshot is still shown, and the status says it
-        err.write(f"hangwatch: cannot write the snapshot under {report_dir}: "
-                  f"{exc.strerror or exc}\n")
+    except (OSError, HangwatchError) as exc:  # the snapshot is still shown; the status says it
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        err.write(f"hangwatch: cannot write the snapshot under {report_dir}: {reason}\n")
         return None
 
 
@@ -78,7 +80,7 @@ def render(snapshot: dict[str, Any], console: Console) -> None:
     console.print("[bold]Key findings[/]")
     findings = key_findings(snapshot)
     for line in findings:
-        console.print(f"  • {line}", markup=False)
+        console.print(f"  • {safe(line)}", markup=False)
     # The command line goes with each stack below: a table column would fold it unreadably.
     columns = [c for c in PROCESS_COLUMNS if c != "command"]
     rows = [row[:len(columns)] for row in process_rows(snapshot)]
@@ -89,17 +91,17 @@ def render(snapshot: dict[str, Any], console: Console) -> None:
                              gpu_rows(snapshot)))
     console.print("[bold]System[/]")
     for line in system_lines(snapshot.get("system", {})):
-        console.print(f"  {line}", markup=False)
+        console.print(f"  {safe(line)}", markup=False)
     for p in snapshot.get("processes", []):
         if p.get("stack"):
-            console.print(f"\n[bold]{process_label(p)}[/]: ", end="")
-            console.print(" ".join(p.get("cmdline") or []), markup=False)
-            console.print(p["stack"], markup=False)
+            console.print(rich_text(process_label(p), "bold") + Text(": "), end="")
+            console.print(safe(" ".join(p.get("cmdline") or [])), markup=False)
+            console.print(safe_lines(p["stack"]), markup=False)
     notes = collection_notes(snapshot, shown=findings)
     if notes:
         console.print("\n[bold]Notes[/]")
         for note in notes:
-            console.print(f"  {note}", markup=False)
+            console.print(f"  {safe(note)}", markup=False)
 
 
 def _table(title: str, columns: Any, rows: list[tuple[str, ...]]) -> Table:
@@ -107,5 +109,5 @@ def _table(title: str, columns: Any, rows: list[tuple[str, ...]]) -> Table:
     for column in columns:
         table.add_column(column, overflow="fold", no_wrap=column != "name")
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*(rich_text(cell) for cell in row))
     return table

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hangwatch.collectors.redact import redact_argv
+from hangwatch.escape.redact import redact_argv
 
 _LISTEN = "0A"  # TCP_LISTEN in /proc/net/tcp's `st` column
 MAX_COMMAND = 80

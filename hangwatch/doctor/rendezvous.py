@@ -14,7 +14,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from hangwatch.collectors.bounded import Background
-from hangwatch.collectors.redact import redact_env_value
 from hangwatch.doctor.holders import (
     describe_pid,
     find_holders,
@@ -22,6 +21,7 @@ from hangwatch.doctor.holders import (
     unreadable_note,
 )
 from hangwatch.doctor.model import Check, Context, Facts, Outcome
+from hangwatch.escape.redact import redact_env_value
 
 TORCH_VARS = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK",
               "LOCAL_WORLD_SIZE", "NODE_RANK", "GROUP_RANK")

@@ -2,7 +2,9 @@
 where the job hung: the incident report (phase timeline, the frame each process waits in,
 advice, stacks) under a headline.
 
-Both are written once, when `hangwatch run` ends after a stall.
+Both are written once, when `hangwatch run` ends after a stall. Text from outside is escaped
+for a workflow command (`hangwatch.escape.github`: it cannot end the command or start
+another) and for Markdown (`hangwatch.escape.markdown`: it stays inside its code span).
 """
 
 from __future__ import annotations
@@ -13,17 +15,12 @@ from typing import TextIO
 
 from hangwatch.core.durations import format_duration
 from hangwatch.core.events import Incident
+from hangwatch.escape import markdown
+from hangwatch.escape.github import command_data, command_property
 
 SUMMARY_LIMIT = 512 * 1024  # GitHub refuses a step summary over 1 MiB
 _HEADING = re.compile(r"#+ ")
-
-
-def _escape_data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
-def _escape_property(text: str) -> str:
-    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+_FENCE = re.compile(r"`{3,}")
 
 
 def _phase_text(incident: Incident) -> str:
@@ -46,7 +43,7 @@ def annotation(incident: Incident) -> str:
         message += f" Advice: {incident.advice[0].text}"
     if incident.report:
         message += f" Report: {incident.report}"
-    return f"::error title={_escape_property(title)}::{_escape_data(message)}"
+    return f"::error title={command_property(title)}::{command_data(message)}"
 
 
 def _report_body(folder: str) -> list[str]:
@@ -62,11 +59,15 @@ def _report_body(folder: str) -> list[str]:
     lines = text.splitlines()
     if lines and lines[0].startswith("# "):
         lines = lines[1:]
-    body, in_code = [], False
+    body: list[str] = []
+    fence = ""  # the fence of the code block we are in; only as long a fence closes it
     for line in lines:
-        if line.startswith("```"):
-            in_code = not in_code
-        body.append("#" + line if not in_code and _HEADING.match(line) else line)
+        opening = _FENCE.match(line)
+        if fence and line.rstrip() == fence:
+            fence = ""
+        elif not fence and opening:
+            fence = opening.group()
+        body.append("#" + line if not fence and _HEADING.match(line) else line)
     return body
 
 
@@ -74,17 +75,18 @@ def summary(incident: Incident) -> str:
     """The step summary, in GitHub-flavoured Markdown."""
     stall = incident.stall
     lines = [
-        f"## hangwatch: stalled in {_phase_text(incident)}",
+        f"## hangwatch: stalled in {markdown.authored(_phase_text(incident))}",
         "",
         f"No progress for **{format_duration(stall.idle_s)}** (threshold "
         f"{format_duration(stall.threshold_s)}); the job was stopped.",
         "",
     ]
     body = _report_body(incident.report) if incident.report else []
-    if body:
-        lines += [f"Incident report: `{incident.report}`", *body]
+    if body and incident.report:
+        lines += [f"Incident report: {markdown.code(incident.report)}", *body]
     else:  # the report could not be written: the advice at least
-        lines += [f"- {a.text}  \n  _because: {a.because}_" for a in incident.advice]
+        lines += [f"- {markdown.authored(a.text)}  \n  _because: {markdown.inline(a.because)}_"
+                  for a in incident.advice]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -99,5 +101,5 @@ def report(incident: Incident, *, out: TextIO, summary_path: str | None) -> None
         with Path(summary_path).open("a", encoding="utf-8") as fh:
             fh.write(text)
     except OSError as exc:
-        print(f"::warning::{_escape_data(f'hangwatch: cannot write the step summary: {exc}')}",
+        print(f"::warning::{command_data(f'hangwatch: cannot write the step summary: {exc}')}",
               file=out, flush=True)

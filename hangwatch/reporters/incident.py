@@ -5,32 +5,33 @@ feed to a tool.
                                     report.md    the summary a person reads first
                                     stacks.txt   every Python stack
                                     log-tail.txt the log's last lines
-                                    flight-recorder/  the job's Flight Recorder dumps, and
-                                                 torch's analysis of them (when enabled)
 
 Files are written to a temporary name and renamed, so a reader never sees half a report; they
-are private to the user (0600 in a 0700 folder) since stacks and environments say a lot.
-Every string passes through the redactor on its way out.
+are private to the user (0600 in a 0700 folder) since stacks and environments say a lot, and
+never written through a link planted ahead of them (`hangwatch.files`). Every string passes
+through the redactor on its way out, and text from outside is escaped for each file's format
+(`hangwatch.escape`): it cannot break out of report.md's code blocks and tables, and the text
+files carry no terminal control sequences.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import re
-import shutil
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from hangwatch.collectors.redact import redact_text, redact_tree
 from hangwatch.core.durations import format_duration
 from hangwatch.core.events import Advice, StallEvent
 from hangwatch.core.evidence import process_label
-from hangwatch.files import write_atomic
-from hangwatch.reporters.base import wait_lines, where_text
+from hangwatch.escape import jsontext, markdown
+from hangwatch.escape.redact import redact_text, redact_tree
+from hangwatch.escape.terminal import visible, visible_lines
+from hangwatch.files import new_private_dir, open_report_dir, write_private
+from hangwatch.reporters.base import where_text
 from hangwatch.reporters.ranks import COLUMNS, grouped, laggard_name, stall_lines
 from hangwatch.snapshot import (
     GPU_COLUMNS,
@@ -66,60 +67,71 @@ def write_incident(report_dir: Path, *, stall: StallEvent, timeline: Sequence[di
         "errors": snap.get("errors", []),
         "flight_recorder": snap.get("flight_recorder"),
     })
-    folder = _new_folder(report_dir, stall.wall, stall.phase or "unknown")
     tail = [redact_text(line.rstrip("\n")) for line in log_tail]
-    if report["flight_recorder"]:
-        _copy_dumps(folder / "flight-recorder", report["flight_recorder"])
-    _write(folder / "report.json", json.dumps(report, indent=2, default=str) + "\n")
-    _write(folder / "report.md", render_markdown(report, tail, snapshot is not None))
-    _write(folder / "stacks.txt", render_stacks(report["processes"]))
-    _write(folder / "log-tail.txt", "".join(line + "\n" for line in tail))
-    return folder
+    flight = _flight_files(report["flight_recorder"])  # before report.json: it says where
+    files: dict[str, str | bytes] = {
+        "report.json": jsontext.dumps(report, indent=2) + "\n",
+        "report.md": render_markdown(report, tail, snapshot is not None),
+        "stacks.txt": visible_lines(render_stacks(report["processes"])),
+        "log-tail.txt": "".join(visible(line) + "\n" for line in tail),
+    }
+    return _new_folder(report_dir, stall.wall, stall.phase or "unknown", files, flight)
 
 
 def write_snapshot(report_dir: Path, snapshot: dict[str, Any]) -> Path:
     """`hangwatch snapshot --report-dir`: the snapshot alone, redacted, in a folder of its own
     next to the incidents (<UTC time>-snapshot/snapshot.json and stacks.txt); that folder."""
     snap = redact_tree(snapshot)
-    folder = _new_folder(report_dir, snap.get("taken_at") or time.time(), "snapshot")
-    _write(folder / "snapshot.json", json.dumps(snap, indent=2, default=str) + "\n")
-    _write(folder / "stacks.txt", render_stacks(snap.get("processes", [])))
-    return folder
+    files: dict[str, str | bytes] = {
+        "snapshot.json": jsontext.dumps(snap, indent=2) + "\n",
+        "stacks.txt": visible_lines(render_stacks(snap.get("processes", []))),
+    }
+    return _new_folder(report_dir, snap.get("taken_at") or time.time(), "snapshot", files, {})
 
 
-def _copy_dumps(folder: Path, recorder: dict[str, Any]) -> None:
-    """The dumps as the job wrote them (for torch's analyzer elsewhere), and its analysis."""
-    folder.mkdir(mode=0o700)
+def _flight_files(recorder: dict[str, Any] | None) -> dict[str, str | bytes]:
+    """The job's Flight Recorder dumps as it wrote them (for torch's analyzer elsewhere), and
+    the analysis, as files of the report's `flight-recorder/` folder."""
+    files: dict[str, str | bytes] = {}
+    if not recorder:
+        return files
     for dump in recorder.get("dumps", []):
         with contextlib.suppress(OSError):  # gone, or unreadable: its summary says so
-            target = folder / Path(dump["path"]).name
-            shutil.copyfile(dump["path"], target)
-            target.chmod(0o600)
-            dump["copied_to"] = f"flight-recorder/{target.name}"
+            name = Path(dump["path"]).name
+            files[name] = Path(dump["path"]).read_bytes()
+            dump["copied_to"] = f"flight-recorder/{name}"
     analysis = recorder.get("analysis")
     if analysis:
-        _write(folder / "analysis.txt", f"{analysis.get('tool', '')}\n"
-                                         f"status: {analysis['status']}\n\n{analysis['output']}\n")
+        files["analysis.txt"] = (f"{analysis.get('tool', '')}\nstatus: {analysis['status']}"
+                                 f"\n\n{analysis['output']}\n")
+    return files
 
 
-def _new_folder(report_dir: Path, wall: float, label: str) -> Path:
-    if not report_dir.exists():
-        report_dir.mkdir(parents=True, mode=0o700)
+def _new_folder(report_dir: Path, wall: float, label: str, files: dict[str, str | bytes],
+                flight: dict[str, str | bytes]) -> Path:
+    """Make a new private folder under `report_dir` and write `files` into it (and `flight`
+    into its flight-recorder/); return it. A name already taken (by an earlier stall, or by
+    a link someone planted) is skipped."""
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(wall))
-    phase = re.sub(r"[^A-Za-z0-9_.-]+", "_", label)
-    for n in range(1, 1000):
-        folder = report_dir / (f"{stamp}-{phase}" + (f"-{n}" if n > 1 else ""))
-        try:
-            folder.mkdir(mode=0o700)
-        except FileExistsError:
-            continue
-        folder.chmod(0o700)  # mkdir's mode is filtered by the umask
-        return folder
-    raise FileExistsError(f"too many incident folders named {stamp}-{phase} in {report_dir}")
+    label = re.sub(r"[^A-Za-z0-9_.-]+", "_", label)
+    with open_report_dir(report_dir) as parent:
+        for n in range(1, 1000):
+            name = f"{stamp}-{label}" + (f"-{n}" if n > 1 else "")
+            try:
+                with new_private_dir(parent, name) as folder:
+                    _write_all(folder, files)
+                    if flight:
+                        with new_private_dir(folder, "flight-recorder") as sub:
+                            _write_all(sub, flight)
+                return report_dir / name
+            except FileExistsError:
+                continue
+    raise FileExistsError(f"too many folders named {stamp}-{label} in {report_dir}")
 
 
-def _write(path: Path, text: str) -> None:
-    write_atomic(path, text.encode("utf-8"))
+def _write_all(folder: int, files: dict[str, str | bytes]) -> None:
+    for file, data in files.items():
+        write_private(folder, file, data.encode("utf-8") if isinstance(data, str) else data)
 
 
 # --- rendering ---------------------------------------------------------------------------------
@@ -135,24 +147,31 @@ def render_stacks(processes: Sequence[dict[str, Any]]) -> str:
 
 def render_markdown(report: dict[str, Any], tail: Sequence[str], snapshot_taken: bool) -> str:
     stall = report["stall"]
-    out = [f"# Stall: {where_text(stall)}", ""]
+    last = markdown.authored(stall.get("last_completed") or "none")
+    out = [f"# Stall: {markdown.authored(where_text(stall))}", ""]
     out += [f"- **No progress for:** {format_duration(stall['idle_s'])} "
             f"(threshold {format_duration(stall['threshold_s'])}, "
-            f"{stall.get('threshold_from') or 'default'})",
+            f"{markdown.inline(stall.get('threshold_from') or 'default')})",
             f"- **Detected:** {_utc(stall['wall'])}",
-            f"- **Last completed phase:** {stall.get('last_completed') or 'none'}",
-            *([f"- **Named by:** `{stall['marker']}`"] if stall.get("marker") else []),
-            *([f"- **Usually:** {stall['usual']}"] if stall.get("usual") else []),
-            *(f"- **Repeating:** {line}" for line in wait_lines(stall.get("waits") or [])),
-            f"- **Sources:** {', '.join(f'`{s}`' for s in report['sources']) or 'none'}", ""]
-    out += _section("Key findings", [f"- {line}" for line in report["key_findings"]]
+            f"- **Last completed phase:** {last}",
+            *([f"- **Named by:** {markdown.code(stall['marker'])}"] if stall.get("marker")
+              else []),
+            *([f"- **Usually:** {markdown.inline(stall['usual'])}"] if stall.get("usual")
+              else []),
+            *(f"- **Repeating:** {markdown.code(w['template'])} repeated {w['count']} times in "
+              f"{format_duration(w['span_s'])} ({w['why']})" for w in stall.get("waits") or []),
+            f"- **Sources:** {', '.join(markdown.code(s) for s in report['sources']) or 'none'}",
+            ""]
+    out += _section("Key findings", [f"- {markdown.inline(line)}"
+                                     for line in report["key_findings"]]
                     or ["- (snapshots disabled)" if not snapshot_taken else "- none"])
     out += _section("Advice", _advice_md(report["advice"]) or ["none"])
     signals = stall.get("signals") or []
     if signals:
         out += _section("Signals seen", [
-            f"- `{s['id']}` ({s['severity']}) {s['source']}:{s['line']}"
-            f"{' ' + s['context'] if s.get('context') else ''}: `{s['text']}`" for s in signals])
+            f"- {markdown.code(s['id'])} ({s['severity']}) {markdown.inline(str(s['source']))}:"
+            f"{s['line']}{' ' + markdown.inline(s['context']) if s.get('context') else ''}: "
+            f"{markdown.code(s['text'])}" for s in signals])
     if stall.get("ranks") or stall.get("rank_summary") or stall.get("desync"):
         out += _section("Ranks", _ranks_md(stall, report["processes"]))
     if report.get("flight_recorder"):
@@ -162,13 +181,14 @@ def render_markdown(report: dict[str, Any], tail: Sequence[str], snapshot_taken:
         out += _section("Processes", _table(PROCESS_COLUMNS, process_rows(report)))
         out += _section("Stacks", _stacks_md(report["processes"]))
         out += _section("GPUs", _gpus_md(report))
-        out += _section("System", [f"- {line}" for line in system_lines(report["system"])]
+        out += _section("System", [f"- {markdown.inline(line)}"
+                                   for line in system_lines(report["system"])]
                         or ["(not collected)"])
         notes = collection_notes(report, shown=report["key_findings"])
         if notes:
-            out += _section("Collection notes", [f"- {n}" for n in notes])
+            out += _section("Collection notes", [f"- {markdown.inline(n)}" for n in notes])
     out += _section(f"Log tail (last {min(len(tail), MD_LOG_LINES)} lines)",
-                    ["```text", *tail[-MD_LOG_LINES:], "```"])
+                    markdown.fence(tail[-MD_LOG_LINES:]))
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -177,11 +197,54 @@ def _advice_md(advice: Sequence[dict[str, str]]) -> list[str]:
     lines: list[str] = []
     first = 1
     for i, item in enumerate(advice, 1):
-        lines.append(f"{i}. {item['text']}")
+        lines.append(f"{i}. {markdown.authored(item['text'])}")
         if i == len(advice) or advice[i]["because"] != item["because"]:
             which = f" ({first}-{i})" if i > first else ""
-            lines.append(f"   - *because{which}:* {item['because']}")
+            lines.append(f"   - *because{which}:* {markdown.inline(item['because'])}")
             first = i + 1
+    return lines
+
+
+def _ranks_md(stall: dict[str, Any], processes: Sequence[dict[str, Any]]) -> list[str]:
+    """Who holds the job up, the ranks side by side, and each laggard's stack."""
+    lines = [f"- {markdown.inline(line)}" for line in stall_lines(stall)]
+    table = grouped(stall.get("ranks") or [])
+    if table:
+        lines += ["", *_table(COLUMNS, table), "", "`*`: a laggard"]
+    for lag in stall.get("laggards") or []:
+        if lag.get("rank") is None:
+            continue
+        mine = [p for p in processes if str(p.get("rank")) == str(lag["rank"])]
+        lines += ["", f"### {markdown.inline(laggard_name(lag))}: "
+                      f"{markdown.inline(lag['why'])}", ""]
+        if not mine:
+            lines.append("(no process of this rank found on this machine: ranks are told "
+                         "from `RANK`/`LOCAL_RANK` or `--rank N`)")
+        for p in mine:
+            body = p.get("stack") or f"(no stack: {p.get('stack_error', 'unknown')})"
+            lines += [f"{markdown.inline(process_label(p))}:", "",
+                      *markdown.fence(str(body).splitlines())]
+    return lines
+
+
+def _flight_md(recorder: dict[str, Any]) -> list[str]:
+    prefixes = ", ".join(recorder.get("prefixes", []))
+    lines = [f"- dumps under {markdown.code(prefixes)}: {len(recorder.get('dumps', []))}"]
+    if recorder.get("note"):
+        lines.append(f"- {markdown.inline(recorder['note'])}")
+    if recorder.get("desync"):
+        lines.append(f"- collectives: {markdown.inline(recorder['desync'])}")
+    for dump in recorder.get("dumps", []):
+        waiting = dump.get("waiting_in") or {}
+        state = (f"waiting in {waiting.get('op')} #{waiting.get('collective_seq_id')} "
+                 f"({waiting.get('state')})" if waiting else dump.get("error", "all completed"))
+        lines.append(f"- rank {markdown.inline(str(dump.get('rank')))}: "
+                     f"{markdown.inline(str(state))}")
+    analysis = recorder.get("analysis")
+    if analysis:
+        lines += ["", f"torch's analyzer: **{markdown.inline(str(analysis['status']))}** "
+                      "(flight-recorder/analysis.txt)", "",
+                  *markdown.fence(analysis["output"].splitlines()[-MD_LOG_LINES:])]
     return lines
 
 
@@ -199,65 +262,27 @@ def _timeline_table(timeline: Sequence[dict[str, Any]]) -> list[str]:
         duration = entry.get("duration_s")
         started = entry.get("started_wall")
         rows.append((
-            f"{entry.get('title') or entry.get('phase')} (`{entry.get('phase')}`)",
-            str(entry.get("state", "")),
+            f"{markdown.cell(entry.get('title') or entry.get('phase'))} "
+            f"({markdown.code_cell(str(entry.get('phase')))})",
+            markdown.cell(entry.get("state", "")),
             _utc(started) if isinstance(started, (int, float)) else "",
             format_duration(duration) if isinstance(duration, (int, float)) else "",
-            f"{Path(str(entry.get('source', ''))).name}:{entry.get('line', '')}",
+            markdown.cell(f"{Path(str(entry.get('source', ''))).name}:{entry.get('line', '')}"),
         ))
-    lines = _table(("phase", "state", "started (UTC)", "took", "where"), rows)
+    lines = _table(("phase", "state", "started (UTC)", "took", "where"), rows, escaped=True)
     if len(timeline) > len(shown):
         lines.append(f"\n({len(timeline) - len(shown)} earlier entries in report.json)")
-    return lines
-
-
-def _ranks_md(stall: dict[str, Any], processes: Sequence[dict[str, Any]]) -> list[str]:
-    """Who holds the job up, the ranks side by side, and each laggard's stack."""
-    lines = [f"- {line}" for line in stall_lines(stall)]
-    table = grouped(stall.get("ranks") or [])
-    if table:
-        lines += ["", *_table(COLUMNS, table), "", "`*`: a laggard"]
-    for lag in stall.get("laggards") or []:
-        if lag.get("rank") is None:
-            continue
-        mine = [p for p in processes if str(p.get("rank")) == str(lag["rank"])]
-        lines += ["", f"### {laggard_name(lag)}: {lag['why']}", ""]
-        if not mine:
-            lines.append("(no process of this rank found on this machine: ranks are told "
-                         "from `RANK`/`LOCAL_RANK` or `--rank N`)")
-        for p in mine:
-            body = p.get("stack") or f"(no stack: {p.get('stack_error', 'unknown')})"
-            lines += [f"{process_label(p)}:", "", "```text", body, "```"]
-    return lines
-
-
-def _flight_md(recorder: dict[str, Any]) -> list[str]:
-    lines = [f"- dumps under `{', '.join(recorder.get('prefixes', []))}`: "
-             f"{len(recorder.get('dumps', []))}"]
-    if recorder.get("note"):
-        lines.append(f"- {recorder['note']}")
-    if recorder.get("desync"):
-        lines.append(f"- collectives: {recorder['desync']}")
-    for dump in recorder.get("dumps", []):
-        waiting = dump.get("waiting_in") or {}
-        state = (f"waiting in {waiting.get('op')} #{waiting.get('collective_seq_id')} "
-                 f"({waiting.get('state')})" if waiting else dump.get("error", "all completed"))
-        lines.append(f"- rank {dump.get('rank')}: {state}")
-    analysis = recorder.get("analysis")
-    if analysis:
-        lines += ["", f"torch's analyzer: **{analysis['status']}** "
-                      "(flight-recorder/analysis.txt)", "", "```text",
-                  *analysis["output"].splitlines()[-MD_LOG_LINES:], "```"]
     return lines
 
 
 def _stacks_md(processes: Sequence[dict[str, Any]]) -> list[str]:
     lines: list[str] = []
     for p in processes:
+        label = markdown.inline(process_label(p))
         if p.get("stack"):
-            lines += [f"### {process_label(p)}", "", "```text", p["stack"], "```", ""]
+            lines += [f"### {label}", "", *markdown.fence(str(p["stack"]).splitlines()), ""]
         elif "not a Python process" not in (p.get("stack_error") or ""):
-            lines.append(f"- {process_label(p)}: no stack: {p.get('stack_error')}")
+            lines.append(f"- {label}: no stack: {markdown.inline(str(p.get('stack_error')))}")
     return lines[:-1] if lines and lines[-1] == "" else lines or ["(no Python process)"]
 
 
@@ -265,7 +290,8 @@ def _gpus_md(report: dict[str, Any]) -> list[str]:
     nvml = report.get("nvml") or {}
     lines: list[str] = []
     if nvml.get("status") != "ok":
-        lines += [f"NVML: **{nvml.get('status', 'unknown')}**: {nvml.get('detail', '')}"]
+        lines += [f"NVML: **{markdown.inline(str(nvml.get('status', 'unknown')))}**: "
+                  f"{markdown.inline(str(nvml.get('detail', '')))}"]
     if report["gpus"]:
         if lines:
             lines.append("")
@@ -273,16 +299,14 @@ def _gpus_md(report: dict[str, Any]) -> list[str]:
     return lines or ["(no GPU)"]
 
 
-def _table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+def _table(columns: Sequence[str], rows: Sequence[Sequence[Any]], *,
+           escaped: bool = False) -> list[str]:
+    """A Markdown table; cells are escaped here unless the caller built them `escaped`."""
     if not rows:
         return ["(none)"]
     return ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns),
-            *("| " + " | ".join(_cell(c) for c in row) + " |" for row in rows)]
-
-
-def _cell(value: Any) -> str:
-    text = "" if value is None else str(value)
-    return text.replace("|", "\\|").replace("\n", " ")
+            *("| " + " | ".join(c if escaped else markdown.cell(c) for c in row) + " |"
+              for row in rows)]
 
 
 def _utc(wall: float) -> str:

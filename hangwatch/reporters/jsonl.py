@@ -1,9 +1,9 @@
-"""JSON Lines on stdout: one object per event, for machines."""
+"""JSON Lines on stdout: one object per event, for machines. Redacted, valid UTF-8 whatever
+the log held (see `hangwatch.escape.jsontext`)."""
 
 from __future__ import annotations
 
 import dataclasses
-import json
 from typing import Any, TextIO
 
 from hangwatch.core.events import (
@@ -19,6 +19,7 @@ from hangwatch.core.events import (
     SlowEvent,
     StallEvent,
 )
+from hangwatch.escape.jsontext import dumps
 from hangwatch.reporters.base import View
 
 
@@ -77,7 +78,14 @@ def incident_dict(incident: Incident) -> dict[str, Any]:
         "rank_summary": stall.rank_summary,
         "desync": stall.desync,
         "time": stall.wall,
+        **_optional(stall, "step", "laggards"),
     }
+
+
+def _optional(stall: StallEvent, *names: str) -> dict[str, Any]:
+    """Fields only some stalls carry."""
+    return {name: value for name in names
+            if (value := getattr(stall, name, None)) not in (None, (), [])}
 
 
 class JsonReporter:
@@ -90,7 +98,7 @@ class JsonReporter:
     def _write(self, data: dict[str, Any]) -> None:
         if self.fields:
             data = {"event": data["event"], **self.fields, **data}
-        self.out.write(json.dumps(data, ensure_ascii=False) + "\n")
+        self.out.write(dumps(data) + "\n")
         self.out.flush()
 
     def notice(self, notice: Notice) -> None:

@@ -1,10 +1,12 @@
 """JUnit XML for CI systems that show test results: one test case, `no stall`, that fails when
 `hangwatch run` stopped the job for stalling and passes otherwise (the job's own exit status
-is the CI step's to judge; it is recorded as a property)."""
+is the CI step's to judge; it is recorded as a property).
+
+Text from outside (the command line, the log tail, evidence) is redacted and stripped of what
+XML 1.0 cannot hold (`hangwatch.escape.xml`); ElementTree escapes the rest."""
 
 from __future__ import annotations
 
-import re
 import shlex
 import time
 import xml.etree.ElementTree as ET
@@ -13,15 +15,11 @@ from pathlib import Path
 
 from hangwatch.core.durations import format_duration
 from hangwatch.core.events import Incident
+from hangwatch.escape.redact import redact_argv
+from hangwatch.escape.xml import xml_block, xml_text
 from hangwatch.files import write_atomic
 
 TAIL_BYTES = 16 * 1024  # the end of the job's log, kept with a failure
-# Characters XML 1.0 cannot hold at all, escaped or not (terminal colour codes among them).
-_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
-
-
-def _xml_text(text: str) -> str:
-    return _NOT_XML.sub("", text)
 
 
 def _log_tail(path: Path) -> str:
@@ -60,19 +58,20 @@ def junit_xml(*, command: Sequence[str], incident: Incident | None, exit_status:
                           failures=failures, errors="0", skipped="0", time=seconds,
                           timestamp=stamp)
     props = ET.SubElement(suite, "properties")
-    ET.SubElement(props, "property", name="command", value=_xml_text(shlex.join(command)))
+    ET.SubElement(props, "property", name="command",
+                  value=xml_text(shlex.join(redact_argv(command))))
     ET.SubElement(props, "property", name="exit_status", value=str(exit_status))
-    ET.SubElement(props, "property", name="log", value=str(log_path))
+    ET.SubElement(props, "property", name="log", value=xml_text(str(log_path)))
     case = ET.SubElement(suite, "testcase", classname="hangwatch.run", name="no stall",
                          time=seconds)
     if incident is not None:
         stall = incident.stall
         phase = f"{stall.phase_title} ({stall.phase})" if stall.phase else "no known phase"
         failure = ET.SubElement(case, "failure", type="stall",
-                                message=_xml_text(f"stalled in {phase}: no progress for "
-                                                  f"{format_duration(stall.idle_s)}"))
-        failure.text = _xml_text(_failure_text(incident))
-        ET.SubElement(case, "system-out").text = _xml_text(_log_tail(log_path))
+                                message=xml_text(f"stalled in {phase}: no progress for "
+                                                 f"{format_duration(stall.idle_s)}"))
+        failure.text = xml_block(_failure_text(incident))
+        ET.SubElement(case, "system-out").text = xml_block(_log_tail(log_path))
     ET.indent(suites)
     return ET.tostring(suites, encoding="utf-8", xml_declaration=True)
 

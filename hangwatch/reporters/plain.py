@@ -20,12 +20,19 @@ from hangwatch.core.events import (
     SignalEvent,
     SlowEvent,
 )
+from hangwatch.escape.terminal import safe
+from hangwatch.reporters.advice import more_line, shown_advice
 from hangwatch.reporters.base import View, advice_groups, wait_lines, where_text
 from hangwatch.reporters.ranks import stall_lines
 
 
 def describe(event: Event) -> str:
-    """One line for an event, shared by every human-facing output."""
+    """One line for an event, shared by every human-facing output; what came from outside
+    (log text, file names) is redacted and its control characters shown."""
+    return safe(_describe(event))
+
+
+def _describe(event: Event) -> str:
     if isinstance(event, PhaseEvent):
         kind = f"step {event.phase} ({event.title}) of {event.parent}" if event.parent else (
             f"phase {event.phase} ({event.title})")
@@ -54,6 +61,7 @@ def describe(event: Event) -> str:
 
 
 def describe_incident(incident: Incident) -> list[str]:
+    """The stall, where it is, and the most specific advice; each line terminal-safe."""
     stall = incident.stall
     data = dataclasses.asdict(stall)
     lines = [
@@ -71,10 +79,13 @@ def describe_incident(incident: Incident) -> list[str]:
         lines.append(f"  report:            {incident.report}")
     lines += [f"  {line}" for line in stall_lines(dataclasses.asdict(stall))]
     lines += [f"  finding: {f}" for f in incident.findings]
-    for because, texts in advice_groups(incident.advice):
+    advice, more = shown_advice(incident)
+    for because, texts in advice_groups(advice):
         lines += [f"  advice: {text}" for text in texts]
         lines.append(f"          because: {because}")
-    return lines
+    if more:
+        lines.append(f"  ({more_line(more)})")
+    return [safe(line) for line in lines]
 
 
 class PlainReporter:
@@ -93,7 +104,7 @@ class PlainReporter:
         self.out.flush()
 
     def notice(self, notice: Notice) -> None:
-        self._write(f"hangwatch: {notice.message}")
+        self._write(f"hangwatch: {safe(notice.message)}")
 
     def event(self, event: Event) -> None:
         self._write(describe(event))

@@ -29,8 +29,9 @@ def test_a_stall_is_one_failed_case_with_the_verdict_advice_and_log_tail(tmp_pat
                                       "for 5s")
     assert "phase in progress: Distributed init (dist_init)" in (failure.text or "")
     assert "advice: Start every rank" in (failure.text or "")
-    # terminal colour codes cannot be held by XML 1.0; the rest of the line stays
-    assert case.findtext("system-out") == "[31mred[0m\n[rank0] calling init_process_group\n"
+    # terminal colour codes cannot be held by XML 1.0: they are shown escaped
+    assert case.findtext("system-out") == ("\\x1b[31mred\\x1b[0m\n"
+                                           "[rank0] calling init_process_group\n")
     props = {p.get("name"): p.get("value") for p in root.iter("property")}
     assert props == {"command": "python train.py --lr 1e-3", "exit_status": "3",
                      "log": str(log)}

@@ -62,6 +62,6 @@ def test_console_shows_stall_panel_with_phase_findings_and_advice():
     reporter.close()
     text = buffer.getvalue()
     for expected in ("STALL", "Weight sync (NCCL) [weight_sync]", "rollout_init",
-                     "5m01s (threshold 5m00s)", "/reports/x", "all_reduce (train.py:3)",
-                     "* raise NCCL_TIMEOUT", "because process_status=zombie (pid 7)"):
+                     "5m01s (threshold 5m00s, default)", "/reports/x", "all_reduce (train.py:3)",
+                     "1. raise NCCL_TIMEOUT", "because process_status=zombie (pid 7)"):
         assert expected in text
