@@ -281,6 +281,13 @@ def test_signal_that_comes_while_the_job_starts_reaches_the_job_once_it_exists(t
     assert signal.getsignal(signal.SIGINT) is found
 
 
+def the_stall(err: str) -> dict:
+    """The one stall event among hangwatch's JSON lines on stderr."""
+    [stall] = [e for e in (json.loads(line) for line in err.splitlines()
+                           if line.startswith("{")) if e["event"] == "stall"]
+    return stall
+
+
 BAR_ON_STDERR_THEN_STALLS = """
     import sys, time
     sys.stderr.write("\\rGenerating train split: 0 examples [00:00, ? examples/s]")
@@ -289,13 +296,16 @@ BAR_ON_STDERR_THEN_STALLS = """
 """
 
 
-def test_a_job_stuck_under_its_unfinished_progress_bar_is_placed_in_its_phase(tmp_path):
+def stalled_json_run(tmp_path, job: str) -> tuple[int, str]:
     status, _, err = run(tmp_path, "--json", "--stall", "2s", "--grace", "0.5s",
-                         "--no-snapshot", "--", sys.executable,
-                         str(write_job(tmp_path, BAR_ON_STDERR_THEN_STALLS)))
+                         "--no-snapshot", "--", sys.executable, str(write_job(tmp_path, job)))
+    return status, err
+
+
+def test_a_job_stuck_under_its_unfinished_progress_bar_is_placed_in_its_phase(tmp_path):
+    status, err = stalled_json_run(tmp_path, BAR_ON_STDERR_THEN_STALLS)
     assert status == 3
-    [stall] = [e for e in (json.loads(line) for line in err.splitlines()
-                           if line.startswith("{")) if e["event"] == "stall"]
+    stall = the_stall(err)
     assert stall["phase"] == "data_load"
     assert "Generating train split: 0 examples" in (tmp_path / "job.log").read_text()
 
@@ -337,12 +347,9 @@ WAITS_FOR_A_RANK = """
 
 
 def test_a_job_printing_a_wait_loop_no_pack_knows_is_a_stall_that_names_the_line(tmp_path):
-    status, _, err = run(tmp_path, "--json", "--stall", "2s", "--grace", "0.5s",
-                         "--no-snapshot", "--", sys.executable,
-                         str(write_job(tmp_path, WAITS_FOR_A_RANK)))
+    status, err = stalled_json_run(tmp_path, WAITS_FOR_A_RANK)
     assert status == 3
-    [stall] = [e for e in (json.loads(line) for line in err.splitlines()
-                           if line.startswith("{")) if e["event"] == "stall"]
+    stall = the_stall(err)
     [wait] = stall["waits"][:1]
     assert wait["template"] == "still waiting for rank <n> (attempt <n>)"
     assert wait["count"] >= 10
