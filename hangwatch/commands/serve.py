@@ -65,7 +65,7 @@ def _describe(config: ServiceConfig, out: TextIO) -> None:
     if config.metrics is not None:
         print(f"  metrics: {config.metrics}", file=out)
     for target in config.alerts:
-        print(f"  alert: {target.redacted()}", file=out)
+        print(f"  alert: {target.display}", file=out)
     for watch in config.watches:
         globs = sum(1 for p in watch.logs if is_glob(p))
         print(f"  watch {watch.name}: {len(watch.logs) - globs} logs, {globs} globs, stall "
