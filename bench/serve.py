@@ -7,7 +7,8 @@ restart with saved state is ready at once instead of reading the logs again.
 
 1. Idle: 8 watches of 8 rank logs each (64 follower threads), state kept, systemd's
    watchdog asking for a ping every 15 s. CPU share of one core over the quiet stretch (from
-   SETTLE_S after READY=1) and resident memory at its end.
+   SETTLE_S after READY=1) and resident memory at its end; then again with `metrics:` on
+   (the loop turns every 2 s for /healthz) and a webhook target (idle: nothing is sent).
 2. Restart: serve reads a large log once, is stopped (SIGTERM) and started again on the same
    state: seconds from the start of the process to READY=1, and how many bytes the restarted
    process read (/proc/PID/io rchar: its own modules and rules, not the log again).
@@ -81,9 +82,13 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
-def write_config(folder: Path, watches: dict[str, str]) -> Path:
+def write_config(folder: Path, watches: dict[str, str], outputs: bool = False) -> Path:
     (folder / "pack.yaml").write_text(PACK)
-    lines = ["state_dir: state", "watches:"]
+    lines = ["state_dir: state"]
+    if outputs:
+        lines += [f"metrics: 127.0.0.1:{free_port()}", "alerts:",
+                  f"  - webhook: http://127.0.0.1:{free_port()}/hook"]
+    lines += ["watches:"]
     for name, logs in watches.items():
         lines += [f"  - name: {name}", f"    logs: ['{logs}']", "    stall: 10m",
                   "    rules: [pack.yaml]", "    snapshot: false"]
@@ -92,8 +97,14 @@ def write_config(folder: Path, watches: dict[str, str]) -> Path:
     return path
 
 
-def idle(tmp: Path, seconds: float) -> list[Row]:
-    folder = tmp / "idle"
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def idle(tmp: Path, seconds: float, outputs: bool = False) -> list[Row]:
+    folder = tmp / ("idle-outputs" if outputs else "idle")
     folder.mkdir()
     watches = {}
     for w in range(WATCHES):
@@ -103,7 +114,7 @@ def idle(tmp: Path, seconds: float) -> list[Row]:
             (logs / f"rank{r}.log").write_text("TRAIN START\n" + "step 1\n" * 8)
         watches[f"job{w}"] = f"job{w}/rank*.log"
     systemd = Systemd()
-    proc = serve(folder, write_config(folder, watches), systemd)
+    proc = serve(folder, write_config(folder, watches, outputs), systemd)
     try:
         systemd.wait_ready(60)
         ps = psutil.Process(proc.pid)
@@ -118,6 +129,8 @@ def idle(tmp: Path, seconds: float) -> list[Row]:
         systemd.close()
     share = (c1 - c0) / (t1 - t0)
     what = f"{WATCHES} watches x {RANKS} idle rank logs ({threads} threads)"
+    if outputs:
+        what += ", metrics and a webhook on"
     return [
         Row("serve", f"{what}, {t1 - t0:.0f} s: CPU share of one core", f"{share * 100:.3f} %",
             "", "", f"<= {CPU_GOAL * 100:g} %", share <= CPU_GOAL),
@@ -170,6 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="hangwatch-bench-serve-") as tmp:
         note(f"idle for {idle_s} s")
         rows = idle(Path(tmp), idle_s)
+        note(f"idle for {idle_s} s with metrics and alerts")
+        rows += idle(Path(tmp), idle_s, outputs=True)
         note("restart")
         rows += restart(Path(tmp), log_size)
     print(render(rows))

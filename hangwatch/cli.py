@@ -239,6 +239,9 @@ def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     one = serve.add_argument_group("one watch from flags (without --config)")
     one.add_argument("--name", default="main", help=NAME_HELP)
     one.add_argument("--state-dir", metavar="DIR", help=STATE_DIR_HELP)
+    _alert_target_options(one)
+    one.add_argument("--metrics", metavar="[HOST:]PORT",
+                     help="serve Prometheus /metrics and /healthz (host defaults to 127.0.0.1)")
     _rule_options(one)
     _report_dir_option(one)
     _snapshot_options(one)

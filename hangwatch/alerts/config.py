@@ -1,19 +1,18 @@
 """The `alerts:` key of the service config: a list of `- webhook: URL`, `- alertmanager: URL`
 and `- exec: [argv...]` (or `exec: "CMD ARGS"`, split like a shell would, run without one).
 
-`parse_alert_targets` takes the node as the service's config loader read it (mappings that
-know their lines) so both `serve` and `alert-test --config` report `file:line: ...`.
+This is the one parser of that key: `serve`'s config loader calls `parse_alert_targets` with
+the node it read (mappings that know their lines), and `alert-test --config` reads the file
+through `load_alert_targets`, so both report `file:line: ...`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from hangwatch.alerts.targets import TargetSpec, check_url, split_command
-from hangwatch.config import _LineLoader
 from hangwatch.errors import ConfigError, ConfigErrors
 from hangwatch.escape.redact import redact_url
 
@@ -44,31 +43,35 @@ def _target(item: Any, file: str, line: int, errors: list[ConfigError]) -> Targe
     def error(message: str) -> None:
         errors.append(ConfigError(message, file=file, line=line))
 
-    if not isinstance(item, dict) or len(item) != 1 or next(iter(item)) not in KINDS:
+    if not isinstance(item, dict) or len(item) != 1:
         error("each alert target is one of `webhook: URL`, `alertmanager: URL`, "
               "`exec: [CMD, ARGS...]`")
         return None
     kind, value = next(iter(item.items()))
+    line = getattr(item, "key_lines", {}).get(str(kind), line)
+    if kind not in KINDS:
+        error(f"unknown alert target {kind!r} (known: {', '.join(KINDS)})")
+        return None
     if kind == "exec":
         return _exec(value, error)
     if not isinstance(value, str):
-        error(f"`{kind}` takes a URL")
+        error(f"`{kind}` takes an http:// or https:// URL, not {value!r}")
         return None
     problem = check_url(value)
     if problem:
-        error(f"{kind} {redact_url(value)}: {problem}")
+        error(f"`{kind}` {redact_url(value)}: {problem}")
         return None
     return TargetSpec(kind, url=value)
 
 
-def _exec(value: Any, error: Any) -> TargetSpec | None:
+def _exec(value: Any, error: Callable[[str], None]) -> TargetSpec | None:
     if isinstance(value, str):
         try:
             argv = split_command(value)
         except ValueError as exc:
-            error(f"exec: {exc}")
+            error(f"`exec`: {exc}")
             return None
-    elif isinstance(value, list) and all(isinstance(a, str) for a in value):
+    elif isinstance(value, list) and all(isinstance(a, str) and a for a in value):
         argv = tuple(value)
     else:
         error("`exec` takes a command: a list [CMD, ARGS...] or one string")
@@ -81,17 +84,14 @@ def _exec(value: Any, error: Any) -> TargetSpec | None:
 
 def load_alert_targets(path: Path) -> list[TargetSpec]:
     """Only the `alerts:` key of a service config file; the rest is `serve`'s to check."""
+    from hangwatch.config import parse_yaml
+
     name = str(path)
     try:
-        doc = yaml.load(path.read_text(encoding="utf-8"), Loader=_LineLoader)
+        text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigErrors([ConfigError(f"cannot read: {exc}", file=name)]) from None
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark
-        raise ConfigErrors([ConfigError(f"invalid YAML: {exc.problem or exc}", file=name,
-                                        line=mark.line + 1 if mark else 0)]) from None
-    except yaml.YAMLError as exc:
-        raise ConfigErrors([ConfigError(f"invalid YAML: {exc}", file=name)]) from None
+    doc = parse_yaml(text, name)
     if not isinstance(doc, dict):
         raise ConfigErrors([ConfigError("the config must be a mapping", file=name, line=1)])
     if "alerts" not in doc:

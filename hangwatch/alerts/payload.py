@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from hangwatch.core.durations import format_duration
-from hangwatch.core.events import Incident, RecoveredEvent, StallEvent
+from hangwatch.core.events import BlindEvent, Incident, RecoveredEvent, StallEvent
 from hangwatch.escape.redact import redact_tree
 
 TOP_ADVICE = 3
@@ -89,21 +89,19 @@ def recovered_payload(opened: Mapping[str, Any], wall: float,
     return _finish({k: v for k, v in payload.items() if v is not None or k == "phase"})
 
 
-def blind_payload(event: Any, origin: Origin, episode: str) -> dict[str, Any]:
-    """hangwatch cannot see a log (unreadable, deleted, a glob matching nothing). The event's
-    shape is read by name, with defaults: `path`, `reason` or `message`, `wall`, `for_s`."""
-    wall = float(getattr(event, "wall", 0.0))
-    for_s = float(getattr(event, "for_s", 0.0) or 0.0)
+def blind_payload(event: BlindEvent, origin: Origin, episode: str) -> dict[str, Any]:
+    """hangwatch cannot see a log (unreadable, deleted) or a glob matches nothing any more."""
     payload: dict[str, Any] = {
         "event": "blind",
         "episode": episode,
         **_who(origin),
         "phase": None,
-        "log": str(getattr(event, "path", None) or getattr(event, "source", "") or ""),
-        "reason": str(getattr(event, "reason", None) or getattr(event, "message", "") or ""),
-        "blind_s": round(for_s, 3),
-        "since": wall - for_s,
-        "time": wall,
+        "log": event.path,
+        "what": event.what,
+        "reason": event.reason,
+        "blind_s": round(event.blind_s, 3),
+        "since": event.wall - event.blind_s,
+        "time": event.wall,
     }
     return _finish(payload)
 

@@ -2,8 +2,8 @@
 
 A stall is alerted once its incident is ready (the report path and the advice chosen by
 evidence belong in the alert); a recovery that comes first waits for it, so the receiver
-always sees the stall before its end. Other producers' events are recognised by class name:
-`BlindEvent` opens a blind episode for its `path`, `ReadableEvent` ends it.
+always sees the stall before its end. `BlindEvent` (serve cannot see a log or a glob) opens
+a blind episode for its `path`, `ReadableEvent` ends it.
 
 A service keeps `open_episodes()` in its state and hands them to `restore` after a restart:
 a stall that fires again before any progress is the same episode, not alerted twice, and its
@@ -23,22 +23,31 @@ from hangwatch.alerts.payload import (
     stall_payload,
     stall_started,
 )
-from hangwatch.core.events import Event, Incident, Notice, RecoveredEvent, StallEvent
+from hangwatch.core.events import (
+    BlindEvent,
+    Event,
+    Incident,
+    Notice,
+    ReadableEvent,
+    RecoveredEvent,
+    StallEvent,
+)
 from hangwatch.reporters.base import View
 
 Submit = Callable[[Mapping[str, Any]], None]
-
-
-def event_kind(event: object) -> str:
-    """`StallEvent` -> `stall`, `BlindEvent` -> `blind`: events are known by their names."""
-    name = type(event).__name__
-    return (name[:-len("Event")] if name.endswith("Event") else name).lower()
+EpisodeFor = Callable[[StallEvent], str]
 
 
 class AlertReporter:
-    def __init__(self, submit: Submit, origin: Origin) -> None:
+    """`episode_for` names a stall's episode; by default a hash of the watch, host and the
+    stall's start. A service passes the id its state keeps, stable across restarts."""
+
+    def __init__(self, submit: Submit, origin: Origin,
+                 episode_for: EpisodeFor | None = None) -> None:
         self.submit = submit
         self.origin = origin
+        self.episode_for = episode_for or (lambda stall: episode_id(origin,
+                                                                    stall_started(stall)))
         self._gathering: tuple[StallEvent, str] | None = None  # stall awaiting its incident
         self._early_recovery: RecoveredEvent | None = None
         self._open: Mapping[str, Any] | None = None  # the stall alerted, not yet recovered
@@ -51,28 +60,27 @@ class AlertReporter:
         if isinstance(event, StallEvent):
             if self._open is not None:
                 return  # restored from before a restart: the same episode goes on
-            self._gathering = (event, episode_id(self.origin, stall_started(event)))
+            self._gathering = (event, self.episode_for(event))
         elif isinstance(event, RecoveredEvent):
             if self._gathering is not None:
                 self._early_recovery = event
             elif self._open is not None:
                 self.submit(recovered_payload(self._open, event.wall, event))
                 self._open = None
-        elif event_kind(event) == "blind":
+        elif isinstance(event, BlindEvent):
             self._went_blind(event)
-        elif event_kind(event) == "readable":
-            opened = self._blind.pop(str(getattr(event, "path", "")), None)
+        elif isinstance(event, ReadableEvent):
+            opened = self._blind.pop(event.path, None)
             if opened is not None:
-                self.submit(recovered_payload(opened, float(getattr(event, "wall", 0.0))))
+                self.submit(recovered_payload(opened, event.wall))
 
-    def _went_blind(self, event: Any) -> None:
-        path = str(getattr(event, "path", ""))
-        if path in self._blind:
+    def _went_blind(self, event: BlindEvent) -> None:
+        if event.path in self._blind:
             return  # one alert per episode
-        since = float(getattr(event, "wall", 0.0)) - float(getattr(event, "for_s", 0.0) or 0.0)
+        since = event.wall - event.blind_s
         payload = blind_payload(event, self.origin,
-                                episode_id(self.origin, since, "blind", path))
-        self._blind[path] = payload
+                                episode_id(self.origin, since, "blind", event.path))
+        self._blind[event.path] = payload
         self.submit(payload)
 
     def incident(self, incident: Incident | None) -> None:

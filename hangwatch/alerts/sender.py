@@ -34,6 +34,7 @@ BACKOFF_FIRST_S = 1.0
 BACKOFF_MAX_S = 300.0
 RESULTS = ("delivered", "rejected", "dropped")
 Log = Callable[[str], None]
+Spooled = Callable[[], None]
 
 
 @dataclass(frozen=True)
@@ -147,27 +148,50 @@ class Sender:
         self.specs = list(specs)
         self.spool_root = spool_root
         self.log = log
-        labels = _unique_labels([spec.label for spec in self.specs])
-        self.workers = [
-            _Worker(make_target(spec, timeout=timeout), open_spool(spool_root, spec.key, log),
-                    label, log, backoff)
-            for spec, label in zip(self.specs, labels, strict=True)
-        ]
-        self._inbox: queue.Queue[Mapping[str, Any] | None] = queue.Queue()
+        self._timeout = timeout
+        self._backoff = backoff
+        self.workers = self._workers(self.specs, {})
+        self._inbox: queue.Queue[tuple[Mapping[str, Any], Spooled | None] | None] = (
+            queue.Queue())
         self._spooler = threading.Thread(target=self._spool_all, name="hangwatch-alert-spool",
                                          daemon=True)
-        self._closed = False
+        self._started = self._closed = False
+
+    def _workers(self, specs: Sequence[TargetSpec], keep: Mapping[str, _Worker]) -> list[_Worker]:
+        labels = _unique_labels([spec.label for spec in specs])
+        return [keep[spec.key] if spec.key in keep else
+                _Worker(make_target(spec, timeout=self._timeout),
+                        open_spool(self.spool_root, spec.key, self.log), label, self.log,
+                        self._backoff)
+                for spec, label in zip(specs, labels, strict=True)]
 
     def start(self) -> Sender:
+        self._started = True
         self._spooler.start()
         for worker in self.workers:
             worker.start()
         return self
 
-    def submit(self, payload: Mapping[str, Any]) -> None:
-        """Never blocks: the alert is on disk within milliseconds, on the spooler thread."""
+    def retarget(self, specs: Sequence[TargetSpec]) -> list[Undelivered]:
+        """A reload: targets that remain keep their worker and spool; new ones start; those
+        dropped stop at once, what they had not delivered left in their spool (returned)."""
+        old = {w.target.spec.key: w for w in self.workers}
+        workers = self._workers(specs, old)
+        self.specs, self.workers = list(specs), workers  # the spooler reads the list anew
+        for worker in workers:
+            if worker.target.spec.key not in old and self._started:
+                worker.start()
+        kept = {w.target.spec.key for w in workers}
+        dropped = [w for key, w in old.items() if key not in kept]
+        for worker in dropped:
+            worker.close()
+        return [left for left in map(_undelivered, dropped) if left is not None]
+
+    def submit(self, payload: Mapping[str, Any], on_spooled: Spooled | None = None) -> None:
+        """Never blocks: the alert is on disk within milliseconds, on the spooler thread,
+        which then calls `on_spooled` (if every target's spool took it)."""
         if not self._closed:
-            self._inbox.put(payload)
+            self._inbox.put((payload, on_spooled))
 
     def keep_firing(self, payload: Mapping[str, Any]) -> None:
         """A restored open episode: Alertmanager targets keep it alive (others need nothing)."""
@@ -176,11 +200,14 @@ class Sender:
                 worker.target.keep_firing(payload)
 
     def _spool_all(self) -> None:
-        while (payload := self._inbox.get()) is not None:
+        while (item := self._inbox.get()) is not None:
+            payload, on_spooled = item
+            lost = False
             for worker in self.workers:
                 try:
                     dropped = worker.spool.put(payload)
                 except OSError as exc:
+                    lost = True
                     worker.count("dropped")
                     self.log(f"alert spool for {worker.target.spec.display}: cannot write "
                              f"({exc.strerror or exc}); alert {payload.get('episode')} lost")
@@ -191,6 +218,8 @@ class Sender:
                              f"the {len(dropped)} oldest alert(s)")
                 worker.empty.clear()
                 worker.wake.set()
+            if on_spooled is not None and not lost:
+                on_spooled()
 
     def stats(self) -> list[TargetStats]:
         return [TargetStats(w.label, dict(w.results), w.failures, len(w.spool))
@@ -205,15 +234,17 @@ class Sender:
         self._spooler.join(max(0.0, deadline - time.monotonic()))
         for worker in self.workers:
             worker.empty.wait(max(0.0, deadline - time.monotonic()))
-        left = []
         for worker in self.workers:
             worker.close()
-            waiting = len(worker.spool)
-            if waiting:
-                folder = getattr(worker.spool, "folder", None)
-                left.append(Undelivered(worker.target.spec, waiting,
-                                        str(folder) if folder else "memory"))
-        return left
+        return [left for left in map(_undelivered, self.workers) if left is not None]
+
+
+def _undelivered(worker: _Worker) -> Undelivered | None:
+    waiting = len(worker.spool)
+    if not waiting:
+        return None
+    folder = getattr(worker.spool, "folder", None)
+    return Undelivered(worker.target.spec, waiting, str(folder) if folder else "memory")
 
 
 def _unique_labels(labels: list[str]) -> list[str]:

@@ -82,7 +82,7 @@ def start(args: argparse.Namespace, *, name: str, logs: Sequence[str], err: Text
 def _listen(text: str | None) -> tuple[str, int] | None:
     if text is None:
         return None
-    from hangwatch.metrics.server import parse_listen
+    from hangwatch.metrics.listen import parse_listen
 
     try:
         return parse_listen(text)

@@ -1,7 +1,8 @@
 """`hangwatch serve`: always on beside the jobs, as a systemd service or a Kubernetes sidecar.
 
 `--config FILE` names the watches; without it, the LOGs and flags make one watch. See
-hangwatch/service/ for the loop, the state kept across restarts and systemd's protocol.
+hangwatch/service/ for the loop, the state kept across restarts, systemd's protocol, and how
+the config's `alerts:` and `metrics:` reach each watch (service/outputs.py).
 """
 
 from __future__ import annotations
@@ -11,9 +12,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
+from hangwatch.alerts.targets import specs_from_flags
 from hangwatch.errors import ExitStatus, HangwatchError
+from hangwatch.metrics.listen import parse_listen
 from hangwatch.reporters.base import Reporter
-from hangwatch.service.config import ServiceConfig, WatchConfig, load_service_config
+from hangwatch.service.config import (
+    MetricsConfig,
+    ServiceConfig,
+    WatchConfig,
+    load_service_config,
+)
 from hangwatch.service.globs import is_glob
 from hangwatch.service.watch import WatchRuntime
 
@@ -50,12 +58,20 @@ def _config(args: argparse.Namespace) -> ServiceConfig:
     if not args.logs:
         raise HangwatchError("serve: give --config FILE, or the LOG paths of one watch")
     state_dir = Path(args.state_dir) if args.state_dir else None
+    try:
+        alerts = specs_from_flags(args.webhook, args.alertmanager, args.alert_exec)
+    except ValueError as exc:
+        raise HangwatchError(f"serve: {exc}") from None
+    try:
+        metrics = MetricsConfig(*parse_listen(args.metrics)) if args.metrics else None
+    except ValueError as exc:
+        raise HangwatchError(f"serve: --metrics {exc}") from None
     watch = WatchConfig(name=args.name, logs=tuple(args.logs), stall=args.stall,
                         rules=tuple(Path(p) for p in args.rules),
                         report_dir=Path(args.report_dir), snapshot=args.snapshot,
                         stacks=args.stacks, native=args.native, pid=tuple(args.pid),
                         match=args.match, stall_given=args.stall_given)
-    return ServiceConfig("", state_dir, (watch,))
+    return ServiceConfig("", state_dir, (watch,), metrics, tuple(alerts))
 
 
 def _describe(config: ServiceConfig, out: TextIO) -> None:
@@ -65,7 +81,7 @@ def _describe(config: ServiceConfig, out: TextIO) -> None:
     if config.metrics is not None:
         print(f"  metrics: {config.metrics}", file=out)
     for target in config.alerts:
-        print(f"  alert: {target.redacted()}", file=out)
+        print(f"  alert: {target.display}", file=out)
     for watch in config.watches:
         globs = sum(1 for p in watch.logs if is_glob(p))
         print(f"  watch {watch.name}: {len(watch.logs) - globs} logs, {globs} globs, stall "

@@ -13,7 +13,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hangwatch.core.events import Event, Incident, Notice, PhaseEvent, RecoveredEvent, StallEvent
+from hangwatch.core.events import (
+    BlindEvent,
+    Event,
+    Incident,
+    Notice,
+    PhaseEvent,
+    ReadableEvent,
+    RecoveredEvent,
+    StallEvent,
+)
 from hangwatch.reporters.base import View
 
 UNREADABLE = {"waiting", "deleted", "unreadable"}
@@ -76,6 +85,16 @@ class WatchMetrics:
 
     # --- the loop's side ---------------------------------------------------------------
 
+    def set_logs(self, logs: Sequence[str]) -> None:
+        """The files a watch follows now (serve: globs find more as they appear)."""
+        logs = tuple(logs)
+        if logs == self.logs:
+            return
+        with self._lock:
+            self.logs = logs
+            for log in logs:
+                self._state.readable.setdefault(log, True)
+
     def turned(self, engine: Any) -> None:
         """Called by the loop each time it turns: idle time, line and signal counts."""
         now = self._monotonic()
@@ -102,9 +121,8 @@ class WatchMetrics:
                 s.stalls += 1
             elif isinstance(event, RecoveredEvent):
                 s.stalled = False
-            elif type(event).__name__ in ("BlindEvent", "ReadableEvent"):
-                path = str(getattr(event, "path", ""))
-                s.readable[path] = type(event).__name__ == "ReadableEvent"
+            elif isinstance(event, BlindEvent | ReadableEvent):
+                s.readable[event.path] = isinstance(event, ReadableEvent)
 
     def _phase(self, event: PhaseEvent) -> None:
         s = self._state

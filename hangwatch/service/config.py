@@ -18,8 +18,9 @@ The key names are a contract with users' files:
         pid: []
         match: null
 
-Relative paths are taken from the config file's folder. `metrics` and `alerts` are only
-parsed and checked here; the outputs that use them read them from ServiceConfig.
+Relative paths are taken from the config file's folder. `alerts` is parsed by the alerts
+package's own parser (the one `alert-test --config` uses too); `metrics` takes what
+`--metrics` takes (`PORT` alone listens on loopback).
 """
 
 from __future__ import annotations
@@ -29,21 +30,20 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
-from urllib.parse import urlsplit
+from typing import Any
 
 import regex
 
+from hangwatch.alerts.config import parse_alert_targets
+from hangwatch.alerts.targets import TargetSpec
 from hangwatch.config import YamlMapping, parse_yaml
 from hangwatch.core.durations import parse_duration
 from hangwatch.errors import ConfigError, ConfigErrors
-
-AlertKind = Literal["webhook", "alertmanager", "exec"]
+from hangwatch.metrics.listen import format_listen, parse_listen
 
 TOP_KEYS = ("state_dir", "metrics", "alerts", "watches")
 WATCH_REQUIRED = ("name", "logs")
 WATCH_OPTIONAL = ("stall", "rules", "report_dir", "snapshot", "stacks", "native", "pid", "match")
-ALERT_KINDS: tuple[AlertKind, ...] = ("webhook", "alertmanager", "exec")
 DEFAULT_STALL = "10m"
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # it names files in state_dir
 
@@ -54,22 +54,7 @@ class MetricsConfig:
     port: int
 
     def __str__(self) -> str:
-        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
-
-
-@dataclass(frozen=True)
-class AlertTargetConfig:
-    """One entry of `alerts:`: `url` for webhook and alertmanager, `argv` for exec."""
-
-    kind: AlertKind
-    url: str | None = None
-    argv: tuple[str, ...] = ()
-
-    def redacted(self) -> str:
-        """How to print it: webhook URLs carry tokens in their path."""
-        if self.url is not None:
-            return f"{self.kind}: {redact_url(self.url)}"
-        return f"{self.kind}: {self.argv[0]} (+{len(self.argv) - 1} arguments)"
+        return format_listen(self.host, self.port)
 
 
 @dataclass(frozen=True)
@@ -95,34 +80,7 @@ class ServiceConfig:
     state_dir: Path | None
     watches: tuple[WatchConfig, ...]
     metrics: MetricsConfig | None = None
-    alerts: tuple[AlertTargetConfig, ...] = ()
-
-
-def redact_url(url: str) -> str:
-    """Scheme, host and port only: paths, queries and user names of webhooks hold secrets."""
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        port = f":{parts.port}" if parts.port else ""
-    except ValueError:
-        return "<url>"
-    if ":" in host:
-        host = f"[{host}]"
-    hidden = "/***" if (parts.path not in ("", "/") or parts.query or parts.fragment
-                        or parts.username) else parts.path
-    return f"{parts.scheme}://{host}{port}{hidden}"
-
-
-def parse_address(text: str) -> tuple[str, int]:
-    """HOST:PORT ([::1]:PORT for IPv6); ValueError says what is wrong."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not host:
-        raise ValueError(f"expected HOST:PORT, not {text!r}")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    if not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"port must be a number from 1 to 65535, not {port!r}")
-    return host, int(port)
+    alerts: tuple[TargetSpec, ...] = ()
 
 
 def load_service_config(path: Path, env: Mapping[str, str] = os.environ) -> ServiceConfig:
@@ -174,52 +132,20 @@ class _Parser:
         if value is None:
             return None
         try:
-            if not isinstance(value, str):
-                raise ValueError(f"expected HOST:PORT, not {value!r}")
-            return MetricsConfig(*parse_address(value))
+            if isinstance(value, bool) or not isinstance(value, (str, int)):
+                raise ValueError(f"expected PORT or HOST:PORT, not {value!r}")
+            return MetricsConfig(*parse_listen(str(value)))
         except ValueError as exc:
             self.error(f"`metrics`: {exc}", doc.key_lines["metrics"])
             return None
 
-    def _alerts(self, doc: YamlMapping) -> list[AlertTargetConfig]:
-        items = doc.get("alerts")
-        if items is None:
+    def _alerts(self, doc: YamlMapping) -> list[TargetSpec]:
+        try:
+            return parse_alert_targets(doc.get("alerts"), file=self.file,
+                                       line=doc.key_lines.get("alerts", doc.line))
+        except ConfigErrors as exc:
+            self.errors.extend(exc.errors)
             return []
-        line = doc.key_lines["alerts"]
-        if not isinstance(items, list):
-            self.error("`alerts` must be a list (e.g. `- webhook: URL`)", line)
-            return []
-        targets = []
-        for item in items:
-            if not isinstance(item, YamlMapping) or len(item) != 1:
-                self.error("each entry of `alerts` is one of `webhook: URL`, "
-                           "`alertmanager: URL`, `exec: [COMMAND, ARG...]`",
-                           getattr(item, "line", line))
-                continue
-            target = self._alert(item)
-            if target is not None:
-                targets.append(target)
-        return targets
-
-    def _alert(self, item: YamlMapping) -> AlertTargetConfig | None:
-        [(kind, value)] = item.items()
-        line = item.key_lines[str(kind)]
-        if kind == "exec":
-            if (not isinstance(value, list) or not value
-                    or not all(isinstance(v, str) and v for v in value)):
-                self.error("`exec` takes the command and its arguments as a list of text "
-                           "(e.g. `exec: [/usr/local/bin/page, --team, ml]`)", line)
-                return None
-            return AlertTargetConfig("exec", argv=tuple(value))
-        if kind in ("webhook", "alertmanager"):
-            if not isinstance(value, str) or not _is_http_url(value):
-                shown = redact_url(value) if isinstance(value, str) else repr(value)
-                self.error(f"`{kind}` takes an http:// or https:// URL, not {shown}", line)
-                return None
-            return AlertTargetConfig("webhook" if kind == "webhook" else "alertmanager",
-                                     url=value)
-        self.error(f"unknown alert target {kind!r} (known: {', '.join(ALERT_KINDS)})", line)
-        return None
 
     def _watches(self, doc: YamlMapping, state_dir: Path | None) -> list[WatchConfig]:
         items = doc.get("watches")
@@ -344,10 +270,3 @@ class _Parser:
             return None
         return value
 
-
-def _is_http_url(text: str) -> bool:
-    try:
-        parts = urlsplit(text)
-    except ValueError:
-        return False
-    return parts.scheme in ("http", "https") and bool(parts.hostname)

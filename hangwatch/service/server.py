@@ -5,16 +5,20 @@ on one bounded queue; the loop takes them one at a time, gives each to its watch
 what the clock makes due. Nothing on the loop blocks: reading logs, listing directories,
 snapshots and writing state files all happen on threads of their own. So a loop that turns
 is a healthy service, and the watchdog ping is sent from the loop alone: if it stops turning,
-systemd sees the pings stop and restarts it.
+systemd sees the pings stop and restarts it. The same goes for `/healthz` of the metrics
+endpoint, which tells how long ago each watch's session last turned. Threads that need the
+loop to act (the alert sender, once an alert is on disk) `post` a function to it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import queue
 import signal
 import time
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -26,15 +30,17 @@ from hangwatch.errors import ConfigError, ConfigErrors, ExitStatus
 from hangwatch.notify import DirectoryWatcher
 from hangwatch.service.config import ServiceConfig, WatchConfig, load_service_config
 from hangwatch.service.globs import GlobScanner
+from hangwatch.service.outputs import Console, ServiceOutputs
 from hangwatch.service.sdnotify import Notifier, status_text
 from hangwatch.service.signals import SignalRelay
 from hangwatch.service.state import StateStore, StateWriter
-from hangwatch.service.watch import ReporterFactory, WatchRuntime
+from hangwatch.service.watch import WatchRuntime
 
 QUEUE_ITEMS = 32  # blocks are up to 1 MiB: back-pressure keeps a catch-up's memory flat
 STATUS_EVERY_S = 5.0
 READY_AFTER_S = 30.0  # READY=1 even if a log is still being read (a hung mount): say so
 STOP_WITHIN_S = 1.5  # SIGTERM to exit, whatever a follower or the disk is doing
+ALERTS_DRAIN_S = 0.5  # of that, for pending alerts to go out; the rest wait in the spool
 _SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 Rules = dict[str, tuple[RuleSet, Prefilter | None]]
@@ -66,7 +72,10 @@ def load_watch_rules(watches: Sequence[WatchConfig]) -> Rules:
 
 
 class Service:
-    def __init__(self, config: ServiceConfig, rules: Rules, *, make_reporters: ReporterFactory,
+    """`make_reporters` gives a watch's console outputs; alerts and metrics come from the
+    config's `alerts:` and `metrics:`."""
+
+    def __init__(self, config: ServiceConfig, rules: Rules, *, make_reporters: Console,
                  err: TextIO, notifier: Notifier | None = None, clock: Clock | None = None,
                  poll: bool = False) -> None:
         self.config = config
@@ -76,9 +85,10 @@ class Service:
         self.runtimes: dict[str, WatchRuntime] = {}
         self.ready = False
         self._rules = rules
-        self._make_reporters = make_reporters
         self._poll = poll
         self._queue: queue.Queue[tuple[str | None, Any]] = queue.Queue(QUEUE_ITEMS)
+        self._posted: deque[Callable[[], None]] = deque()
+        self.outputs = ServiceOutputs(make_reporters, post=self.post, log=self._warn)
         self._watcher = None if poll else DirectoryWatcher()
         self._scanner = GlobScanner()
         self._writer: StateWriter | None = None
@@ -99,7 +109,9 @@ class Service:
                 except queue.Empty:
                     tag, item = "", None
                 if tag is None:
-                    if item == signal.SIGHUP:
+                    if item is None:
+                        pass  # a wake-up: what was posted is run below
+                    elif item == signal.SIGHUP:
                         self._reload()
                     else:
                         return ExitStatus.INTERRUPTED if item == signal.SIGINT else ExitStatus.OK
@@ -108,6 +120,17 @@ class Service:
                 self._turn()
         finally:
             self._stop()
+
+    def post(self, work: Callable[[], None]) -> None:
+        """Run `work` on the loop thread soon; callable from any thread, never blocks (a
+        full queue means the loop is busy: it runs what was posted on its next turn)."""
+        self._posted.append(work)
+        with contextlib.suppress(queue.Full):
+            self._queue.put_nowait((None, None))
+
+    def _run_posted(self) -> None:
+        while self._posted:
+            self._posted.popleft()()
 
     def _give(self, tag: str, item: Any) -> None:
         runtime = self.runtimes.get(tag)
@@ -119,6 +142,7 @@ class Service:
             self._next_clock = min(self._next_clock, self.clock.monotonic() + wait)
 
     def _turn(self) -> None:
+        self._run_posted()
         now = self.clock.monotonic()
         if now >= self._next_clock:
             for runtime in self.runtimes.values():
@@ -149,6 +173,7 @@ class Service:
 
     def _start(self) -> None:
         self._started = self.clock.monotonic()
+        self.outputs.configure(self.config, starting=True)
         self._use_state_dir(self.config.state_dir)
         for watch in self.config.watches:
             self._add(watch)
@@ -161,6 +186,8 @@ class Service:
         self._scanner.stop(0.2)
         for runtime in self.runtimes.values():
             runtime.stop_following()
+        self.outputs.close(min(ALERTS_DRAIN_S, max(0.0, deadline - time.monotonic() - 0.8)))
+        self._run_posted()  # the sender's word on what reached its spool, for the state
         for runtime in self.runtimes.values():
             runtime.close(deadline - 0.5)
             self._save_one(runtime)
@@ -192,7 +219,7 @@ class Service:
     def _runtime(self, watch: WatchConfig, rules: RuleSet, prefilter: Prefilter | None,
                  saved: Any) -> WatchRuntime:
         return WatchRuntime(watch, rules, prefilter, shared=self._queue,
-                            make_reporters=self._make_reporters, clock=self.clock,
+                            make_reporters=self.outputs, clock=self.clock,
                             watcher=self._watcher, poll=self._poll, saved=saved)
 
     def _reload(self) -> None:
@@ -210,12 +237,14 @@ class Service:
             return
         old = self.runtimes
         self.runtimes, self._rules = {}, rules
+        self.outputs.configure(config)
         self._use_state_dir(config.state_dir)
         for name, runtime in old.items():
             if name not in {w.name for w in config.watches}:
                 runtime.stop_following()
                 runtime.close(time.monotonic() + 0.5)
                 self._save_one(runtime)
+                self.outputs.drop(name)
         for watch in config.watches:
             if watch.name in old:
                 old[watch.name].reconfigure(watch, *rules[watch.name])

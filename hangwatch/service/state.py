@@ -2,10 +2,12 @@
 
 Per file: its identity (device, inode, fingerprint of the first line) and the offset after
 the last line handled. Per watch: the engine's phase tracker and timeline, line counts, how
-long it had been idle, and the stall episode in progress with whether it was reported and
-alerted. Files are written atomically (temp file, fsync, rename) by a thread of their own,
-so a slow disk never holds up the loop; a file that cannot be used (corrupt, or written by
-another version) is set aside with a warning and the watch starts afresh.
+long it had been idle, the stall episode in progress with whether it was reported and
+alerted, and what the watch's outputs keep (`kept`: the alerts of open episodes, and those
+made but not yet safely spooled). Files are written atomically (temp file, fsync, rename)
+by a thread of their own, so a slow disk never holds up the loop; a file that cannot be used
+(corrupt, or written by another version) is set aside with a warning and the watch starts
+afresh.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +60,7 @@ class WatchState:
     engine: dict[str, Any] | None = None
     episode: Episode | None = None
     saved_wall: float = 0.0
+    kept: dict[str, Any] = field(default_factory=dict)  # outputs' own, by output name
 
 
 # --- the engine's part ---------------------------------------------------------------------
@@ -102,6 +105,7 @@ def encode(state: WatchState) -> bytes:
         "files": {path: asdict(pos) for path, pos in state.files.items()},
         "engine": state.engine,
         "episode": asdict(state.episode) if state.episode is not None else None,
+        "kept": state.kept,
     }, separators=(",", ":")).encode()
 
 
@@ -122,7 +126,10 @@ def decode(blob: bytes, watch: str) -> WatchState:
         engine = data["engine"]
         if engine is not None and not isinstance(engine, dict):
             raise TypeError("engine")
-        return WatchState(watch, files, engine, episode, float(data["saved_wall"]))
+        kept = data.get("kept", {})  # absent in the files of earlier releases
+        if not isinstance(kept, dict):
+            raise TypeError("kept")
+        return WatchState(watch, files, engine, episode, float(data["saved_wall"]), kept)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ValueError(f"malformed ({type(exc).__name__}: {exc})") from None
 

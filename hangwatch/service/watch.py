@@ -8,6 +8,7 @@ import math
 import queue
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from hangwatch.core.events import (
 )
 from hangwatch.core.prefilter import Prefilter
 from hangwatch.core.rules import RuleSet
-from hangwatch.daemon import Session, SessionOptions, evidence_collector
+from hangwatch.daemon import Session, SessionOptions, TurnHook, evidence_collector
 from hangwatch.feed import Block, CaughtUp, FilePos
 from hangwatch.follow import Follower
 from hangwatch.notify import DirectoryWatcher
@@ -83,13 +84,25 @@ class _Health:
         """Nothing to release."""
 
 
-ReporterFactory = Callable[["WatchRuntime"], Sequence[Reporter]]
+@dataclass(frozen=True)
+class Outputs:
+    """What a watch's session reports to besides the watch itself, and the hooks called on
+    every turn of its loop (metrics), which then turns at least every `turn_s`."""
+
+    reporters: Sequence[Reporter]
+    on_turn: Sequence[TurnHook] = ()
+    turn_s: float | None = None
+
+
+ReporterFactory = Callable[["WatchRuntime"], Outputs]
 
 
 class WatchRuntime:
     """A watch at work. For outputs that act on its episodes (alerts): `episode` is the
     stall in progress, opened before the StallEvent reaches them; `mark_alerted` records that
-    its alert is delivered or queued, which the state keeps across restarts."""
+    its alert is delivered or queued, which the state keeps across restarts. An output
+    that keeps state of its own reads `kept[name]` (as saved before a restart) and puts a
+    function in `keepers[name]` that the state's writing calls."""
 
     def __init__(self, config: WatchConfig, rules: RuleSet, prefilter: Prefilter | None, *,
                  shared: queue.Queue[tuple[str | None, Any]], make_reporters: ReporterFactory,
@@ -103,6 +116,8 @@ class WatchRuntime:
         self.followers: dict[str, Follower] = {}
         self.marks: dict[str, FilePos] = dict(saved.files) if saved else {}
         self.episode: Episode | None = saved.episode if saved else None
+        self.kept: dict[str, Any] = dict(saved.kept) if saved else {}
+        self.keepers: dict[str, Callable[[], Any]] = {}
         self._watcher = watcher
         self._poll = poll
         self._make_reporters = make_reporters
@@ -128,6 +143,10 @@ class WatchRuntime:
         if self.episode is not None and self.episode.id == episode_id:
             self.episode.alerted = True
             self._urgent = True
+
+    def save_soon(self) -> None:
+        """What an output keeps changed in a way a restart must see (an alert was made)."""
+        self._urgent = True
 
     # --- the loop's calls ------------------------------------------------------------------
 
@@ -178,8 +197,9 @@ class WatchRuntime:
         self._dirty = self._urgent = False
         self._saved_at = self.clock.monotonic()
         files = {p: m for p, m in self.marks.items() if p in self.followers or not self.ready}
+        self.kept.update((name, keep()) for name, keep in self.keepers.items())
         return encode(WatchState(self.name, files, engine_snapshot(self.engine), self.episode,
-                                 self.clock.wall()))
+                                 self.clock.wall(), self.kept))
 
     def status(self) -> str:
         state = self.engine.state()
@@ -245,9 +265,11 @@ class WatchRuntime:
         collect = None
         if self.config.snapshot:
             collect = evidence_collector(self.engine.rules, self._snapshot_options)
-        options = SessionOptions(report_dir=self.config.report_dir)
-        session = Session(self.engine, [_Health(self), *self._make_reporters(self)], options,
-                          list(self.followers), collect=collect, queue_=self.queue)
+        outputs = self._make_reporters(self)
+        options = SessionOptions(report_dir=self.config.report_dir, turn_s=outputs.turn_s)
+        session = Session(self.engine, [_Health(self), *outputs.reporters], options,
+                          list(self.followers), collect=collect, queue_=self.queue,
+                          on_turn=outputs.on_turn)
         session.watched = list(self.followers.values())
         return session
 

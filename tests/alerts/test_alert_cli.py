@@ -152,7 +152,8 @@ def test_alert_test_reads_the_alerts_key_of_a_service_config(tmp_path: Path):
 
 
 @pytest.mark.parametrize(("alerts", "line", "message"), [
-    ("alerts:\n  - webhook: https://x/y\n  - slack: https://x/y\n", 3, "each alert target"),
+    ("alerts:\n  - webhook: https://x/y\n  - slack: https://x/y\n", 3, "unknown alert target"),
+    ("alerts:\n  - {webhook: https://x/y, exec: [a]}\n", 2, "each alert target"),
     ("alerts:\n  - webhook: ftp://x/" + TOKEN + "\n", 2, "http:// or https://"),
     ("alerts:\n  - exec: {a: b}\n", 2, "`exec` takes a command"),
     ("alerts: https://x/y\n", 1, "must be a list"),

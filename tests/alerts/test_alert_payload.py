@@ -19,7 +19,7 @@ from hangwatch.alerts.payload import (
     scalar_env,
     stall_payload,
 )
-from hangwatch.core.events import Advice, Incident, RecoveredEvent, StallEvent
+from hangwatch.core.events import Advice, BlindEvent, Incident, RecoveredEvent, StallEvent
 
 SCHEMA = json.loads((Path(__file__).parents[1] / "fixtures" / "alertmanager"
                      / "postable-alerts.schema.json").read_text())
@@ -147,15 +147,10 @@ def test_alertmanager_recovery_sets_ends_at_to_the_recovery_with_the_same_labels
 
 
 def test_a_blind_episode_is_its_own_alert_name_keyed_by_log():
-    @dataclass(frozen=True)
-    class BlindEvent:
-        path: str
-        reason: str
-        wall: float
-        for_s: float
-
-    payload = blind_payload(BlindEvent("/logs/rank1.log", "deleted", NOW, 600.0), ORIGIN, "b1")
+    event = BlindEvent("/logs/rank1.log", "log", "deleted", 600.0, NOW)
+    payload = blind_payload(event, ORIGIN, "b1")
     assert payload["event"] == "blind" and payload["log"] == "/logs/rank1.log"
+    assert payload["since"] == NOW - 600.0 and payload["reason"] == "deleted"
     body = alertmanager_alerts(payload, now=NOW, valid_s=240)
     validate_postable(body)
     assert body[0]["labels"]["alertname"] == "HangwatchBlind"

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 
 from hangwatch.alerts.payload import Origin
 from hangwatch.alerts.reporter import AlertReporter
-from hangwatch.core.events import Incident, Notice, RecoveredEvent, StallEvent
+from hangwatch.core.events import (
+    BlindEvent,
+    Incident,
+    Notice,
+    ReadableEvent,
+    RecoveredEvent,
+    StallEvent,
+)
 
 ORIGIN = Origin("job", "host")
 
@@ -52,25 +58,23 @@ def test_a_stall_whose_evidence_never_came_is_alerted_at_close():
     assert [a["event"] for a in sent] == ["stall"] and sent[0]["report"] is None
 
 
-def test_blind_and_readable_events_are_known_by_name_one_alert_per_episode():
-    @dataclass(frozen=True)
-    class BlindEvent:
-        path: str
-        reason: str
-        wall: float
-        for_s: float
-
-    @dataclass(frozen=True)
-    class ReadableEvent:
-        path: str
-        wall: float
-
+def test_blind_and_readable_events_one_alert_per_episode():
     rep, sent = reporter()
-    rep.event(BlindEvent("/l/rank0.log", "unreadable", 100.0, 60.0))  # type: ignore[arg-type]
-    rep.event(BlindEvent("/l/rank0.log", "unreadable", 130.0, 90.0))  # type: ignore[arg-type]
-    rep.event(ReadableEvent("/l/rank0.log", 150.0))  # type: ignore[arg-type]
+    rep.event(BlindEvent("/l/rank0.log", "log", "unreadable", 60.0, 100.0))
+    rep.event(BlindEvent("/l/rank0.log", "log", "unreadable", 90.0, 130.0))
+    rep.event(ReadableEvent("/l/rank0.log", "log", 110.0, 150.0))
     assert [a["event"] for a in sent] == ["blind", "recovered"]
+    assert sent[0]["since"] == 40.0 and sent[0]["blind_s"] == 60.0 and sent[0]["what"] == "log"
     assert sent[1]["recovered_from"] == "blind" and sent[1]["episode"] == sent[0]["episode"]
+
+
+def test_a_service_names_the_stall_episode_with_the_id_its_state_keeps():
+    sent: list[dict] = []
+    rep = AlertReporter(sent.append, ORIGIN, episode_for=lambda _stall: "job-100-abcd")
+    event = stall(100.0)
+    rep.event(event)
+    rep.incident(Incident(event, "/r", ()))
+    assert sent[0]["episode"] == "job-100-abcd"
 
 
 def test_restored_episodes_are_not_alerted_again_and_still_recover():

@@ -101,3 +101,38 @@ def test_an_unexpected_error_in_a_target_does_not_end_its_thread(tmp_path: Path)
     sender.submit(alert(1))
     assert sender.close(5.0) == []
     assert flaky.got == [alert(1)] and "RuntimeError: boom" in log[0]
+
+
+def test_on_spooled_is_called_once_the_alert_is_on_disk(tmp_path: Path):
+    import threading
+
+    spec = TargetSpec("webhook", url=f"http://127.0.0.1:{free_port()}/h")
+    sender = Sender([spec], tmp_path, log=lambda _: None, backoff=FAST).start()
+    spooled = threading.Event()
+    on_disk: list[int] = []
+
+    def confirm() -> None:
+        on_disk.append(len(list((tmp_path / spec.key).iterdir())))
+        spooled.set()
+
+    sender.submit(alert(1), on_spooled=confirm)
+    assert spooled.wait(5)
+    assert on_disk[0] >= 1  # the alert file was there when we were told
+    sender.close(0.1)
+
+
+def test_retarget_starts_new_targets_and_stops_dropped_ones_keeping_their_spool(
+        tmp_path: Path):
+    down = TargetSpec("webhook", url=f"http://127.0.0.1:{free_port()}/h")
+    sender = Sender([down], tmp_path, log=lambda _: None, backoff=FAST).start()
+    sender.submit(alert(1))
+    deadline = time.monotonic() + 5
+    while sender.stats()[0].spooled < 1 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    with Receiver() as receiver:
+        [left] = sender.retarget([TargetSpec("webhook", url=receiver.url())])
+        assert left.spec == down and left.count == 1  # kept on disk for a later sender
+        sender.submit(alert(2))
+        assert [b["episode"] for b in receiver.wait_for(1)] == ["ep2"]
+        assert sender.close(5.0) == []
+    assert [s.label for s in sender.stats()] == ["webhook:127.0.0.1"]

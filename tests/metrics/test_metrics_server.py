@@ -17,7 +17,8 @@ from hangwatch.core.clock import SystemClock
 from hangwatch.core.engine import Engine
 from hangwatch.daemon import Session, SessionOptions
 from hangwatch.feed import Block
-from hangwatch.metrics.server import NAMES, MetricsHub, MetricsServer, parse_listen
+from hangwatch.metrics.listen import parse_listen
+from hangwatch.metrics.server import NAMES, MetricsHub, MetricsServer
 from tests.fakes.hangwatch_proc import Hangwatch
 from tests.fakes.receiver import Receiver, free_port
 

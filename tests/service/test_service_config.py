@@ -7,15 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from hangwatch.alerts.targets import TargetSpec
 from hangwatch.cli import main
 from hangwatch.errors import ConfigErrors
-from hangwatch.service.config import (
-    AlertTargetConfig,
-    MetricsConfig,
-    load_service_config,
-    parse_address,
-    redact_url,
-)
+from hangwatch.service.config import MetricsConfig, load_service_config
 
 GOOD = """\
 state_dir: /var/lib/hangwatch/state
@@ -56,9 +51,9 @@ def test_the_documented_config_parses_into_plain_frozen_data(tmp_path):
     assert config.state_dir == Path("/var/lib/hangwatch/state")
     assert config.metrics == MetricsConfig("127.0.0.1", 9464)
     assert config.alerts == (
-        AlertTargetConfig("webhook", url="https://hooks.example.com/T000/B000/XXXX"),
-        AlertTargetConfig("alertmanager", url="http://alertmanager:9093"),
-        AlertTargetConfig("exec", argv=("/usr/local/bin/page", "--team", "ml")),
+        TargetSpec("webhook", url="https://hooks.example.com/T000/B000/XXXX"),
+        TargetSpec("alertmanager", url="http://alertmanager:9093"),
+        TargetSpec("exec", argv=("/usr/local/bin/page", "--team", "ml")),
     )
     gkd, small = config.watches
     assert (gkd.name, gkd.logs, gkd.stall) == ("gkd-7b", ("/data/runs/gkd-7b/logs/rank*.log",),
@@ -78,11 +73,11 @@ def test_state_dir_defaults_to_systemds_state_directory(tmp_path):
 def test_every_mistake_is_named_with_its_line(tmp_path):
     found = errors(tmp_path, """\
 state_dir: 3
-metrics: localhost
+metrics: localhost:http
 colour: blue
 alerts:
   - webhook: ftp://example.com/secret-token
-  - exec: page me
+  - exec: {page: me}
   - pager: x
 watches:
   - name: bad name
@@ -101,10 +96,9 @@ watches:
     assert found == [
         "F:3: unknown key 'colour' (known: alerts, metrics, state_dir, watches)",
         "F:1: `state_dir` must be a path",
-        "F:2: `metrics`: expected HOST:PORT, not 'localhost'",
-        "F:5: `webhook` takes an http:// or https:// URL, not ftp://example.com/***",
-        "F:6: `exec` takes the command and its arguments as a list of text "
-        "(e.g. `exec: [/usr/local/bin/page, --team, ml]`)",
+        "F:2: `metrics`: 'localhost:http': expected PORT or HOST:PORT (e.g. 127.0.0.1:9464)",
+        "F:5: `webhook` ftp://example.com/<redacted>: the URL must start with http:// or https://",
+        "F:6: `exec` takes a command: a list [CMD, ARGS...] or one string",
         "F:7: unknown alert target 'pager' (known: webhook, alertmanager, exec)",
         "F:15: unknown key 'extra' in a watch (known: logs, match, name, native, pid, "
         "report_dir, rules, snapshot, stacks, stall)",
@@ -127,19 +121,28 @@ def test_yaml_syntax_errors_and_an_empty_config_are_named(tmp_path):
         "F:1: `watches` must be a list of at least one watch (`- name: ...`, `logs: [...]`)"]
 
 
-def test_webhook_urls_are_printed_without_their_tokens():
-    assert redact_url("https://hooks.example.com/T000/B000/XXXX") == "https://hooks.example.com/***"
-    assert redact_url("https://user:pw@h.example:8443/x?token=1") == "https://h.example:8443/***"
-    assert redact_url("http://alertmanager:9093") == "http://alertmanager:9093"
-    assert AlertTargetConfig("webhook", url="https://h.example/tok").redacted() == (
-        "webhook: https://h.example/***")
+def test_alert_targets_print_without_their_tokens_and_exec_splits_like_a_shell(tmp_path):
+    config = load_service_config(write(tmp_path, """\
+alerts:
+  - webhook: https://user:pw@h.example:8443/x?token=1
+  - exec: "page --team 'ml ops'"
+watches: [{name: a, logs: [a.log]}]
+"""), env={})
+    webhook, page = config.alerts
+    assert webhook.display == "webhook https://h.example:8443/<redacted>"
+    assert page.argv == ("page", "--team", "ml ops")
 
 
-def test_addresses_take_ipv6_in_brackets():
-    assert parse_address("[::1]:9464") == ("::1", 9464)
+def test_metrics_takes_a_port_alone_for_loopback_and_ipv6_in_brackets(tmp_path):
+    def metrics(value: str) -> MetricsConfig | None:
+        text = f"metrics: {value}\nwatches: [{{name: a, logs: [a.log]}}]\n"
+        return load_service_config(write(tmp_path, text), env={}).metrics
+
+    assert metrics("9464") == MetricsConfig("127.0.0.1", 9464)
+    assert metrics("'[::1]:9464'") == MetricsConfig("::1", 9464)
     assert str(MetricsConfig("::1", 9464)) == "[::1]:9464"
-    with pytest.raises(ValueError, match="port"):
-        parse_address("127.0.0.1:99999")
+    assert errors(tmp_path, "metrics: 127.0.0.1:99999\nwatches: [{name: a, logs: [a]}]\n") == [
+        "F:1: `metrics`: '127.0.0.1:99999': expected PORT or HOST:PORT (e.g. 127.0.0.1:9464)"]
 
 
 def test_check_config_validates_rules_too_and_exits_2_naming_the_place(tmp_path):
@@ -153,7 +156,7 @@ def test_check_config_validates_rules_too_and_exits_2_naming_the_place(tmp_path)
     (tmp_path / "rules.yaml").write_text("pack: mine\n")
     out, err = io.StringIO(), io.StringIO()
     assert main(["serve", "--check-config", str(path)], out, err) == 0, err.getvalue()
-    assert "alert: webhook: https://h.example/***" in out.getvalue()
+    assert "alert: webhook https://h.example/<redacted>" in out.getvalue()
     assert "SECRET" not in out.getvalue() + err.getvalue()
 
 

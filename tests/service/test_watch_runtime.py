@@ -14,7 +14,7 @@ from hangwatch.core.events import BlindEvent, ReadableEvent, StallEvent
 from hangwatch.service.config import WatchConfig
 from hangwatch.service.globs import GlobMatches, GlobScanner
 from hangwatch.service.state import decode
-from hangwatch.service.watch import WatchRuntime
+from hangwatch.service.watch import Outputs, WatchRuntime
 
 PACK = "pack: t\nphases:\n  - id: load\n    start: 'LOAD START'\n    done: 'LOAD DONE'\n"
 
@@ -49,7 +49,7 @@ class Harness:
                              report_dir=tmp_path / "reports", snapshot=False)
         self.runtime = WatchRuntime(config, load_rule_set([tmp_path / "pack.yaml"]), None,
                                     shared=self.shared,
-                                    make_reporters=lambda _r: [self.recorder],
+                                    make_reporters=lambda _r: Outputs([self.recorder]),
                                     clock=SystemClock(), watcher=None, poll=True, saved=saved)
 
     def put(self, item) -> None:
