@@ -83,6 +83,8 @@ class _Source:
     rank: str | None  # from the file name
     merged: bool = False  # its lines carry rank prefixes
     probed: int = 0
+    # by progress rule id: the ranks its set-aside lines named (None: lines without one)
+    held_ranks: dict[str, set[str | None]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -168,18 +170,20 @@ class RankTracker:
         src = self._source(source)
         taken: list[regex.Match[str]] = []
         seen: set[str | None] = set()
-        # Once each rank of the file is found, older lines change nothing; while the file is
-        # young (not all of its ranks met yet), all of them are read.
-        known: set[str | None] = {m.rank for m in self.members.values() if m.source == source
-                                  } if src.probed >= PROBE_BYTES else set()
+        # Once each rank whose lines this rule saw before is found, older lines change
+        # nothing; while the file is young (not all of its ranks met yet), all are read.
+        known = src.held_ranks.setdefault(rule.id, set())
+        enough = set(known) if src.probed >= PROBE_BYTES else set()
         limit = HELD_LINES if src.merged else 1
         for found in matches:
             taken.append(found)
             label = self._rank_of(src, found.string)
             if label not in seen:
                 seen.add(label)
+                if len(known) < MAX_MEMBERS:  # flat memory, as for members
+                    known.add(label)
                 self._held_line(src, label, rule, found, phase)
-            if len(taken) >= limit or (known and known <= seen):
+            if len(taken) >= limit or (enough and enough <= seen):
                 break
         return itertools.chain(taken, matches)
 
