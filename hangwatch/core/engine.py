@@ -66,7 +66,7 @@ class Engine:
         self.timer = StallTimer(clock.monotonic())
         self.judge = ProgressJudge()
         self.waits = WaitDetector()
-        self.ranks = RankTracker(rules.ranks, clock)  # per-rank state; see core/ranks.py
+        self.ranks = RankTracker(rules.ranks, clock, rules.start_pattern)  # see core/ranks.py
         self.lines: dict[str, int] = {}
         self.signals: dict[str, SignalRecord] = {}
         self._phase_signals: dict[str, SignalEvent] = {}  # seen since the current phase began
@@ -103,6 +103,7 @@ class Engine:
         events: list[Event] = []
         line = self.lines.get(source, 0)
         held = Held(prefilter)
+        repeats: dict[tuple[PhaseRule, ...], bool] = {}  # the tracker's answers, until it moves
         for lines, text, match in prefilter.segments(data, lambda: not self._progressed):
             line += lines
             self.lines[source] = line
@@ -114,7 +115,10 @@ class Engine:
                 events.extend(self._plain(source, line, text))
                 continue
             if isinstance(match, Pending):
-                if self._progressed and self.tracker.repeats_only(match.starts):
+                repeat = repeats.get(match.starts)
+                if repeat is None:
+                    repeat = repeats[match.starts] = self.tracker.repeats_only(match.starts)
+                if self._progressed and repeat:
                     held.add(match)
                     continue
                 text, resolved = prefilter.resolve(match)
@@ -126,6 +130,7 @@ class Engine:
                 match = resolved
             self._release(held, source)
             events.extend(self._matched(source, line, text, match))
+            repeats.clear()
         self._release(held, source)
         return events
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
@@ -96,8 +96,11 @@ class Verdict:
 
 
 class RankTracker:
-    def __init__(self, rules: Sequence[RankRule], clock: Clock) -> None:
+    def __init__(self, rules: Sequence[RankRule], clock: Clock,
+                 compile_start: Callable[[PhaseRule], regex.Pattern[str]] | None = None
+                 ) -> None:
         self.clock = clock
+        self._compile_start = compile_start or (lambda phase: regex.compile(phase.start))
         self._prefix = _compile_prefixes([*BUILTIN_PREFIXES, *(r.match for r in rules)])
         self._sources: dict[str, _Source] = {}
         self.members: dict[str, Member] = {}
@@ -273,9 +276,10 @@ class RankTracker:
         # reached already (a few).
         phases = dict.fromkeys(p for m in self.members.values() for p in m.reached)
         if phase is not None:
-            self._starts.setdefault(phase.id, regex.compile(phase.start))
+            self._start(phase)
             phases[phase.id] = None
         starts = [(p, self._starts[p]) for p in phases if p in self._starts]
+        todo: dict[int, list[tuple[str, regex.Pattern[str]]]] = {}  # by member: not reached
         for raw in lines:
             if not raw:
                 continue
@@ -286,9 +290,12 @@ class RankTracker:
             if member is None:
                 continue
             member.last_seen, member.last_line, member.source = now, text[:LINE_KEEP], src.path
-            for phase_id, start in starts:
-                if phase_id not in member.reached and start.search(text):
-                    member.start(phase_id)
+            left = todo.get(id(member))
+            if left is None:  # as many steps a line as phases its member has yet to reach
+                left = todo[id(member)] = [(p, s) for p, s in starts if p not in member.reached]
+            for phase_id, start in [(p, s) for p, s in left if s.search(text)]:
+                member.start(phase_id)
+                left.remove((phase_id, start))
 
     def _world_in(self, text: str) -> None:
         found = _WORLD.search(text)
@@ -317,7 +324,7 @@ class RankTracker:
     def _start(self, phase: PhaseRule) -> regex.Pattern[str]:
         pattern = self._starts.get(phase.id)
         if pattern is None:
-            pattern = self._starts[phase.id] = regex.compile(phase.start)
+            pattern = self._starts[phase.id] = self._compile_start(phase)
         return pattern
 
     def _missing(self, seen: set[str]) -> list[str]:
