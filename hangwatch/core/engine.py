@@ -103,7 +103,9 @@ class Engine:
         events: list[Event] = []
         line = self.lines.get(source, 0)
         held = Held(prefilter)
-        repeats: dict[tuple[PhaseRule, ...], bool] = {}  # the tracker's answers, until it moves
+        # The tracker's answers until it moves, by the STARTs' tuple: one per plan, kept by
+        # the prefilter, so its id names it (hashing rules costs more than asking).
+        repeats: dict[int, bool] = {}
         for lines, text, match in prefilter.segments(data, lambda: not self._progressed):
             line += lines
             self.lines[source] = line
@@ -115,9 +117,9 @@ class Engine:
                 events.extend(self._plain(source, line, text))
                 continue
             if isinstance(match, Pending):
-                repeat = repeats.get(match.starts)
+                repeat = repeats.get(id(match.starts))
                 if repeat is None:
-                    repeat = repeats[match.starts] = self.tracker.repeats_only(match.starts)
+                    repeat = repeats[id(match.starts)] = self.tracker.repeats_only(match.starts)
                 if self._progressed and repeat:
                     held.add(match)
                     continue
