@@ -32,6 +32,10 @@ MIXES = {
     # A rollout-heavy log: vLLM request and metrics lines, tqdm bars, steps.
     "dense": {"nccl": 8800, "worker": 500, "vllm": 300, "tqdm": 150, "step": 200,
               "markers": 50},
+    # A progress-heavy RL/SFT log: NCCL channel set-up and `Init COMPLETE` lines, verl steps,
+    # `Processing batch N`, tqdm redraws and vLLM metrics; most lines hit some rule.
+    "progress": {"nccl-init": 2500, "step": 1500, "batch": 2000, "tqdm": 2000, "vllm": 1990,
+                 "markers": 10},
 }
 
 
@@ -44,6 +48,7 @@ class LogWriter:
         self.step = 0
         self.op = 0
         self.tqdm = 0
+        self.batches = 0
         self.second = 0
         self.ranks = [(h, 20000 + 97 * r, r) for r, h in enumerate(HOSTS * 2)]
 
@@ -77,6 +82,21 @@ class LogWriter:
             return f"{head}NCCL_SOCKET_IFNAME set by environment to eth0"
         return (f"{head}ncclCommInitRank comm {comm} rank {rank} nranks 8 cudaDev {rank} "
                 f"nvmlDev {rank} busId {rank}b000 commId 0x9b1f{self.op:x} - Init COMPLETE")
+
+    def nccl_init(self) -> str:
+        """Communicator set-up: channel lines, and now and then a rank's `Init COMPLETE`."""
+        host, pid, rank = self.rng.choice(self.ranks)
+        head = f"{host}:{pid}:{pid + 31} [{rank}] NCCL INFO "
+        self.op += 1
+        if self.rng.randrange(100) < 3:
+            return (f"{head}comm 0x55d4c8a{rank}b0 rank {rank} nranks 8 cudaDev {rank} "
+                    f"nvmlDev {rank} busId {rank}b000 commId 0x9b1f{self.op:x} - Init COMPLETE")
+        channel, nxt = self.rng.randrange(24), (rank + 1) % 8
+        return f"{head}Channel {channel:02d}/24 : {rank}[{rank}] -> {nxt}[{nxt}] via P2P/CUMEM/read"
+
+    def batch(self) -> str:
+        self.batches += 1
+        return f"(WorkerDict pid=3001) Processing batch {self.batches}"
 
     def vllm(self) -> str:
         self.second += 5
@@ -137,8 +157,9 @@ class LogWriter:
         for kind in kinds:
             total += mix[kind]
             bounds.append(total)
-        makers = {"nccl": self.nccl, "worker": self.worker, "vllm": self.vllm,
-                  "tqdm": self.tqdm_redraws, "step": self.verl_step}
+        makers = {"nccl": self.nccl, "nccl-init": self.nccl_init, "worker": self.worker,
+                  "vllm": self.vllm, "tqdm": self.tqdm_redraws, "step": self.verl_step,
+                  "batch": self.batch}
         yield from self.prologue()
         while True:
             self.n += 1

@@ -29,6 +29,33 @@ def rule_patterns() -> list[str]:
     return list(seen)
 
 
+def sample_patterns(log: Path, count: int, probe: int = 1 << 20) -> list[str]:
+    """`count` rule patterns of the kind a log needs, among those with an ERE form: those
+    that hit a line of its first `probe` bytes, then others of the same packs, in order."""
+    import regex
+
+    from hangwatch.config import load_rule_set
+
+    rules = load_rule_set()
+    pack = {r.id: r.origin.pack for r in (*rules.phases, *rules.signals, *rules.noise,
+                                           *rules.progress, *rules.finish)}
+    found = list(dict.fromkeys((p, pack[rule]) for _kind, rule, p in rules.patterns()
+                               if to_ere(p) is not None))
+    with log.open("rb") as fh:
+        head = fh.read(probe).decode("utf-8", "replace")
+    hit = [p for p, _ in found if regex.compile(p, regex.MULTILINE).search(head)]
+    packs = {k for p, k in found if p in hit}
+    rest = [p for p, k in found if k in packs and p not in hit]
+    return [*hit, *rest][:count]
+
+
+def export_ere(out_dir: Path, found: list[str], name: str) -> Path:
+    """`found` as a grep -E pattern file (every pattern must have an ERE form)."""
+    path = out_dir / name
+    path.write_text("".join(f"{to_ere(p)}\n" for p in found))
+    return path
+
+
 def to_ere(pattern: str) -> str | None:
     """GNU ERE for a Python pattern, or None when it needs PCRE (lookarounds, flags...)."""
     out: list[str] = []

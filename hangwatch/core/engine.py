@@ -76,7 +76,7 @@ class Engine:
         self.history = history  # phase durations of earlier runs: `slow` before a stall
         self.live = False  # lines arrive as written (not a catch-up): wall time is duration
         self._slow_said: set[int] = set()  # timeline entries already called slow
-        self.ranks = RankTracker(rules.ranks, clock)  # per-rank state; see core/ranks.py
+        self.ranks = RankTracker(rules.ranks, clock, rules.start_pattern)  # see core/ranks.py
         self.lines: dict[str, int] = {}
         self.signals: dict[str, SignalRecord] = {}
         self._phase_signals: dict[str, SignalEvent] = {}  # seen since the current phase began
@@ -113,6 +113,9 @@ class Engine:
         events: list[Event] = []
         line = self.lines.get(source, 0)
         held = Held(prefilter)
+        # The tracker's answers until it moves, by the STARTs' tuple: one per plan, kept by
+        # the prefilter, so its id names it (hashing rules costs more than asking).
+        repeats: dict[int, bool] = {}
         for lines, text, match in prefilter.segments(data, lambda: not self._progressed):
             line += lines
             self.lines[source] = line
@@ -124,7 +127,10 @@ class Engine:
                 events.extend(self._plain(source, line, text))
                 continue
             if isinstance(match, Pending):
-                if self._progressed and self.tracker.repeats_only(match.starts):
+                repeat = repeats.get(id(match.starts))
+                if repeat is None:
+                    repeat = repeats[id(match.starts)] = self.tracker.repeats_only(match.starts)
+                if self._progressed and repeat:
                     held.add(match)
                     continue
                 text, resolved = prefilter.resolve(match)
@@ -136,6 +142,7 @@ class Engine:
                 match = resolved
             self._release(held, source)
             events.extend(self._matched(source, line, text, match))
+            repeats.clear()
         self._release(held, source)
         return events
 

@@ -386,7 +386,10 @@ class Prefilter:
         plan = self._plans.get((mask, strict))
         if plan is not None:
             return plan
-        entries = [e for e in self._entries if mask >> e.pid & 1]
+        entries = [self._entries[pid] for pid in _bits(mask) if pid < self._other_id]
+        if strict and any(e.exact and not e.rule.origin.generic for e in entries):
+            # A pack rule surely hits the line: the generic layer's hits would not count.
+            entries = [e for e in entries if not e.rule.origin.generic]
         search = tuple(e for e in entries if e.kind == "progress" or not (strict and e.exact))
         known = tuple((e, None) for e in entries if e not in search)
         # A progress hit beside generic ones decides which of them count: the full path.
@@ -443,6 +446,14 @@ class _PlainFinder:
             self._noisy = noisy
         i = bisect.bisect_left(self._noisy, end)
         return i < len(self._noisy) and self._noisy[i] == end
+
+
+def _bits(mask: int) -> Iterator[int]:
+    """The positions of the bits set in `mask`, lowest first: as many steps as bits."""
+    while mask:
+        low = mask & -mask
+        yield low.bit_length() - 1
+        mask ^= low
 
 
 def _deferrable(entries: list[_Entry]) -> tuple[tuple[PhaseRule, ...], tuple[_Entry, ...]] | None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
@@ -83,6 +83,8 @@ class _Source:
     rank: str | None  # from the file name
     merged: bool = False  # its lines carry rank prefixes
     probed: int = 0
+    # by progress rule id: the ranks its set-aside lines named (None: lines without one)
+    held_ranks: dict[str, set[str | None]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -94,8 +96,11 @@ class Verdict:
 
 
 class RankTracker:
-    def __init__(self, rules: Sequence[RankRule], clock: Clock) -> None:
+    def __init__(self, rules: Sequence[RankRule], clock: Clock,
+                 compile_start: Callable[[PhaseRule], regex.Pattern[str]] | None = None
+                 ) -> None:
         self.clock = clock
+        self._compile_start = compile_start or (lambda phase: regex.compile(phase.start))
         self._prefix = _compile_prefixes([*BUILTIN_PREFIXES, *(r.match for r in rules)])
         self._sources: dict[str, _Source] = {}
         self.members: dict[str, Member] = {}
@@ -168,18 +173,20 @@ class RankTracker:
         src = self._source(source)
         taken: list[regex.Match[str]] = []
         seen: set[str | None] = set()
-        # Once each rank of the file is found, older lines change nothing; while the file is
-        # young (not all of its ranks met yet), all of them are read.
-        known: set[str | None] = {m.rank for m in self.members.values() if m.source == source
-                                  } if src.probed >= PROBE_BYTES else set()
+        # Once each rank whose lines this rule saw before is found, older lines change
+        # nothing; while the file is young (not all of its ranks met yet), all are read.
+        known = src.held_ranks.setdefault(rule.id, set())
+        enough = set(known) if src.probed >= PROBE_BYTES else set()
         limit = HELD_LINES if src.merged else 1
         for found in matches:
             taken.append(found)
             label = self._rank_of(src, found.string)
             if label not in seen:
                 seen.add(label)
+                if len(known) < MAX_MEMBERS:  # flat memory, as for members
+                    known.add(label)
                 self._held_line(src, label, rule, found, phase)
-            if len(taken) >= limit or (known and known <= seen):
+            if len(taken) >= limit or (enough and enough <= seen):
                 break
         return itertools.chain(taken, matches)
 
@@ -269,9 +276,10 @@ class RankTracker:
         # reached already (a few).
         phases = dict.fromkeys(p for m in self.members.values() for p in m.reached)
         if phase is not None:
-            self._starts.setdefault(phase.id, regex.compile(phase.start))
+            self._start(phase)
             phases[phase.id] = None
         starts = [(p, self._starts[p]) for p in phases if p in self._starts]
+        todo: dict[int, list[tuple[str, regex.Pattern[str]]]] = {}  # by member: not reached
         for raw in lines:
             if not raw:
                 continue
@@ -282,9 +290,12 @@ class RankTracker:
             if member is None:
                 continue
             member.last_seen, member.last_line, member.source = now, text[:LINE_KEEP], src.path
-            for phase_id, start in starts:
-                if phase_id not in member.reached and start.search(text):
-                    member.start(phase_id)
+            left = todo.get(id(member))
+            if left is None:  # as many steps a line as phases its member has yet to reach
+                left = todo[id(member)] = [(p, s) for p, s in starts if p not in member.reached]
+            for phase_id, start in [(p, s) for p, s in left if s.search(text)]:
+                member.start(phase_id)
+                left.remove((phase_id, start))
 
     def _world_in(self, text: str) -> None:
         found = _WORLD.search(text)
@@ -313,7 +324,7 @@ class RankTracker:
     def _start(self, phase: PhaseRule) -> regex.Pattern[str]:
         pattern = self._starts.get(phase.id)
         if pattern is None:
-            pattern = self._starts[phase.id] = regex.compile(phase.start)
+            pattern = self._starts[phase.id] = self._compile_start(phase)
         return pattern
 
     def _missing(self, seen: set[str]) -> list[str]:

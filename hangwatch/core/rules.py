@@ -66,9 +66,19 @@ class RuleSet:
         self._progress = [Compiled(p, regex.compile(p.match)) for p in self.progress]
         self._finish = [Compiled(f, regex.compile(f.match)) for f in self.finish]
         self.timeouts = 0  # searches abandoned at MATCH_TIMEOUT_S
+        self._start_of: dict[str, regex.Pattern[str]] | None = None
 
     def phase(self, phase_id: str) -> PhaseRule | None:
         return self._by_phase.get(phase_id)
+
+    def start_pattern(self, phase: PhaseRule) -> regex.Pattern[str]:
+        """The phase's START, compiled once (a pack may hold thousands of phases: more than
+        `regex` keeps compiled on its own)."""
+        if self._start_of is None:
+            self._start_of = {c.rule.id: c.pattern for c in self._starts}
+        found = self._start_of.get(phase.id)
+        return found if found is not None and found.pattern == phase.start else regex.compile(
+            phase.start)
 
     def patterns(self) -> Iterator[tuple[str, str, str]]:
         """(kind, rule id, pattern) for every line pattern: what a prefilter or grep must find."""

@@ -22,6 +22,9 @@ KNOWN_FLAGS = frozenset("imsau")
 WIDE = r"[^\n]*"  # stands for any construct that matches some part of one line
 EVERY_LINE = r"[^\n]*\n"  # to the end of a line: stands for a pattern Hyperscan refuses
 HIGH = r"[\x80-\xff]{1,4}"  # one character outside ASCII, or one undecodable byte
+# The only characters outside ASCII that `regex` folds onto ASCII ones under (?i): the dotted
+# and dotless i, the long s, the Kelvin sign (tests check the whole of Unicode).
+CASE_PARTNERS = "\u0130\u0131\u017f\u212a"
 ESCAPE_ATOMS = frozenset("dDwWsStnrfvaxuUNpP0")
 # `(`, `(?:`, `(?P<name>`, `(?<name>`, `(?|`, or inline flags; anything else is special
 # (lookarounds, comments, conditionals, `(?R)` and other recursion).
@@ -183,6 +186,10 @@ class _Translator:
             self.exact = False
         if _ascii_only(text, flags):
             return _Piece(strict, strict)
+        if "i" in flags and _ascii_only(text, flags - {"i"}):
+            # A letter under (?i): only its case partners, not any character, on other lines.
+            partners = _partners(text, "".join(sorted(flags)))
+            return _Piece(strict, f"(?:{'|'.join([strict, *partners])})" if partners else strict)
         return _Piece(strict, f"(?:{strict}|{HIGH})" if inside else HIGH)
 
     def widen(self, end: int) -> _Piece:
@@ -310,6 +317,14 @@ def _ascii_set(atom: str, flags: str) -> frozenset[int]:
     """ASCII characters (never \\n) that `atom`, a one-character pattern, matches."""
     compiled = regex.compile(f"(?{flags})(?:{atom})" if flags else f"(?:{atom})")
     return frozenset(c for c in range(128) if c != 10 and compiled.fullmatch(chr(c)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _partners(atom: str, flags: str) -> tuple[str, ...]:
+    """The UTF-8 bytes, as Hyperscan escapes, of the CASE_PARTNERS `atom` matches."""
+    compiled = regex.compile(f"(?{flags})(?:{atom})")
+    return tuple("".join(f"\\x{b:02x}" for b in c.encode()) for c in CASE_PARTNERS
+                 if compiled.fullmatch(c))
 
 
 def _ascii_only(atom: str, flags: frozenset[str]) -> bool:

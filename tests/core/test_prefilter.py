@@ -483,3 +483,75 @@ def test_wait_loops_among_noise_give_the_same_events_as_line_by_line(block):
     events = assert_same_engine(NOISY, b"\n".join(lines) + b"\n", block=block, stall_every=2)
     if block < 1000:  # stalls fall between blocks, so a wait-only stretch spans some
         assert any(isinstance(e, StallEvent) and e.waits for e in events)
+
+
+# --- what a line costs: the hits it has, not the rules there are --------------------------
+
+def test_only_the_listed_characters_outside_ascii_fold_onto_ascii_under_ignorecase():
+    import regex
+
+    from hangwatch.core.translate import CASE_PARTNERS
+
+    everything = "".join(chr(c) for c in range(0x80, sys.maxunicode + 1)
+                         if not 0xD800 <= c < 0xE000)
+    assert "".join(regex.findall(r"(?i)[\x00-\x7f]", everything)) == CASE_PARTNERS
+
+
+@pytest.mark.parametrize("pattern", [r"(?i)\bkiss\b", r"(?i)[a-k]+ OK", r"(?i:i)s"])
+def test_case_folded_letters_meet_their_partners_outside_ascii(pattern):
+    rng = random.Random(11)
+    check_pattern(pattern, rng, lines=40)
+    lines = ["\u212aiss", "K\u0130SS", "kis\u017f", "\u2588\u2588\u2588\u2588 OK", "\u0131s",
+             "a\u212a OK", "\u2588s"]
+    rules = rule_set(signals=(pattern,))
+    prefilter = build_prefilter(rules)
+    raw = [t.encode() for t in lines]
+    assert comparable(verdicts(prefilter, raw)) == comparable(expected(rules, raw))
+
+
+GENERIC = Origin("generic.yaml", 1, "generic", generic=True)
+LAYERED = RuleSet([RulePack(
+    name="t", file="t.yaml",
+    phases=(PhaseRule("loop", "Training loop", r"step \d+ -", ORIGIN),
+            PhaseRule("wait", "Waiting for resources", r"(?i)\bpending\b.*\bgpus?\b", GENERIC),
+            PhaseRule("sync", "Weight sync", r"SYNC start", ORIGIN, done=r"SYNC done")),
+    progress=(ProgressRule("steps", r"step (?P<n>\d+) -", ORIGIN, counter="n"),
+              ProgressRule("metrics", r"throughput: [\d.]+", ORIGIN, heartbeat=True)),
+)])
+
+
+def test_lines_a_pack_rule_surely_hits_are_set_aside_whatever_generic_words_they_hold():
+    # The metrics line also holds words of a generic START ("Pending ... GPU"), which the
+    # pack rule outranks: once the block has shown progress, it is set aside like a step.
+    metrics = b"throughput: %d.0, Pending: 1 reqs, GPU use 3%%"
+    lines = [b"step 1 - a"] + [metrics % i for i in range(50)] + [b"Pending 2 GPUs"]
+    prefilter = build_prefilter(LAYERED)
+    asked = counting_resolves(prefilter)
+    data = b"\n".join(lines) + b"\n"
+    events = assert_same_engine(LAYERED, data, block=len(data), prefilter=prefilter)
+    # Asked: the step opening the loop, and the last line (its generic phase is not open).
+    assert asked[0] == 2
+    assert [(e.phase, e.state) for e in events if isinstance(e, PhaseEvent)] == [
+        ("loop", "started"), ("wait", "started")]
+
+
+@pytest.mark.parametrize("block", [30, 400, 1 << 16])
+def test_generic_and_pack_hits_on_one_line_give_the_events_of_line_by_line(block):
+    rng = random.Random(9)
+    pieces = [b"step %d - x", b"throughput: %d.5 Pending GPU", b"Pending %d GPUs",
+              b"throughput: 1.5", b"SYNC start", b"SYNC done", b"plain %d",
+              "throughput: %d \u2588 pending gpu".encode(), "step %d - \u212a".encode()]
+    lines = []
+    for _ in range(2000):
+        piece = rng.choice(pieces)
+        lines.append(piece % rng.randrange(5) if b"%d" in piece else piece)
+    assert_same_engine(LAYERED, b"\n".join(lines) + b"\n", block=block, stall_every=3)
+
+
+def test_a_pack_of_thousands_of_phases_starts_each_as_line_by_line():
+    phases = tuple(PhaseRule(f"p{i}", f"Phase {i}", f"marker {i} begins$", ORIGIN)
+                   for i in range(2000))
+    rules = RuleSet([RulePack(name="t", file="t.yaml", phases=phases)])
+    data = b"".join(b"marker %d begins\n" % i for i in range(0, 2000, 3))
+    events = assert_same_engine(rules, data, block=len(data))
+    assert sum(isinstance(e, PhaseEvent) and e.state == "started" for e in events) == 667
