@@ -34,7 +34,7 @@ LAYERS = ("pack", "generic")
 GENERIC_PREFIX = "generic:"  # generic-layer ids are shown, and kept apart, as generic:<id>
 SECTION_KEYS: dict[str, tuple[set[str], set[str]]] = {
     # section: (required keys, optional keys)
-    "phases": ({"id", "start"}, {"title", "done", "stall_after", "advice", "parent"}),
+    "phases": ({"id", "start"}, {"title", "done", "stall_after", "advice", "parent", "nests"}),
     "signals": ({"id", "match"}, {"severity", "advice"}),
     "noise": ({"id", "match"}, set()),
     "progress": ({"id", "match"}, {"counter", "heartbeat"}),
@@ -328,11 +328,15 @@ class _PackParser:
             self.error("`parent` must name a phase by its id", item.key_lines["parent"],
                        item["id"])
             return None
+        nests = item.get("nests", True)
+        if not isinstance(nests, bool):
+            self.error("`nests` must be true or false", item.key_lines["nests"], item["id"])
+            return None
         if start is None or ("done" in item and done is None):
             return None
         return PhaseRule(id=item["id"], title=str(title), start=start, done=done,
                          stall_after=stall_after, advice=self._advice(item), origin=origin,
-                         parent=parent)
+                         parent=parent, nests=nests)
 
     def _signals(self, item: _Mapping, origin: Origin) -> SignalRule | None:
         pattern = self._regex(item, "match")

@@ -31,8 +31,8 @@ signals:
     severity: fatal
 """)
     assert messages == [
-        "mine.yaml:5: rule a: unknown key 'colour' in phases (known: advice, done, id, parent, "
-        "stall_after, start, title)",
+        "mine.yaml:5: rule a: unknown key 'colour' in phases (known: advice, done, id, nests, "
+        "parent, stall_after, start, title)",
         "mine.yaml:4: rule a: bad regex in `start`: missing ) at position 4: 'foo('",
         "mine.yaml:6: rule a: duplicate id 'a' (first at line 3)",
         "mine.yaml:8: rule a: bad duration in `stall_after`: not a duration: 'soon' "

@@ -335,6 +335,10 @@ class Engine:
         marks = (match.phase_dones or match.finish
                  or not self.tracker.repeats_only(match.phase_starts))
         where = Where(source, line, now_wall, parse_stamp(text) if marks else None, text)
+        generic_only = is_generic_only(match)
+        if match.phase_starts:  # a generic phase that does not nest: silent in a pack's
+            match = match._replace(phase_starts=tuple(
+                r for r in match.phase_starts if r.nests or not self._inside_pack_phase(r)))
         for rule in match.phase_dones:
             events.extend(self.tracker.done(rule, where))
         for rule in match.phase_starts:
@@ -362,7 +366,7 @@ class Engine:
         elif default:
             # Words name where the job is, not whether it moves: a generic line that only
             # repeats is judged as a line no rule knows.
-            if is_generic_only(match):
+            if generic_only:
                 events.extend(self._plain(source, line, text))
             else:
                 events.extend(self._progress(source, line))
@@ -372,10 +376,8 @@ class Engine:
         """A phase, or a step: one that names its parent, or a generic-layer phase seen while
         a pack's phase is open (the pack's phase is the better name for where the job is)."""
         parent = self.rules.phase(rule.parent) if rule.parent else None
-        current = self.tracker.current
-        if parent is None and rule.origin.generic and current is not None and (
-                not current.origin.generic):
-            parent = current
+        if parent is None and self._inside_pack_phase(rule):
+            parent = self.tracker.current
         if parent is not None:
             return self.tracker.start_step(rule, parent, where)
         return self.tracker.start(rule, where)
@@ -387,6 +389,11 @@ class Engine:
             return ""
         return (f"{rule.id} usually takes {format_duration(usual[0])} (p95 of {usual[1]} "
                 f"runs); now {format_duration(self.clock.wall() - entry.started_wall)}")
+
+    def _inside_pack_phase(self, rule: PhaseRule) -> bool:
+        """A generic-layer phase seen while a pack's phase is open."""
+        current = self.tracker.current
+        return rule.origin.generic and current is not None and not current.origin.generic
 
     def _marker(self) -> str | None:
         """The line that opened the step or phase in progress: what chose its name."""

@@ -32,6 +32,9 @@ class PhaseRule:
     stall_after: float | None = None
     advice: tuple[str, ...] = ()
     parent: str | None = None  # a step inside this phase: the phase stays open around it
+    # generic layer: False when, seen inside a pack's phase, it is no step of its own (a
+    # training loop's lines inside the pack's own training loop say nothing new)
+    nests: bool = True
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from hangwatch.core.events import StallEvent
 from hangwatch.reporters.incident import write_incident
 
 JOB = textwrap.dedent("""
-    import os, sys, datetime
+    import os, pickle, sys, datetime, time
     import torch, torch.distributed as dist
     import torch._C._distributed_c10d as c10d
     rank, port, prefix = int(sys.argv[1]), sys.argv[2], sys.argv[3]
@@ -29,8 +29,15 @@ JOB = textwrap.dedent("""
     for _ in range(3):
         dist.all_reduce(t)
     dist.all_gather([torch.zeros(4), torch.zeros(4)], t)
+    deadline = time.monotonic() + 20  # the recorder retires work on a thread of its own
+    while True:
+        trace = c10d._dump_fr_trace()
+        entries = pickle.loads(trace).get("entries", [])
+        if all(e.get("retired") for e in entries) or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     with open(f"{prefix}{rank}", "wb") as fh:  # what a watchdog timeout would write
-        fh.write(c10d._dump_fr_trace())
+        fh.write(trace)
     dist.destroy_process_group()
 """)
 

@@ -49,6 +49,10 @@ phases:
   - id: evaluation
     start: '(?i)\bevaluating\b'
     advice: ["eval"]
+  - id: train_loop
+    start: '(?i)\bprocessing batch \d+'
+    nests: false
+    advice: ["loop"]
 signals:
   - id: timeout
     match: '(?i)timed out'
@@ -210,3 +214,14 @@ def test_a_collective_timeout_names_what_the_job_was_doing_and_the_collective():
                                  "Training loop; collective ALLREDUCE SeqNum 1204")
     stall = e.diagnosis()
     assert any("during Evaluation or validation" in a.because for a in stall.advice)
+
+
+def test_a_generic_phase_that_does_not_nest_is_no_step_inside_a_pack_phase():
+    e, _ = engine()
+    events = feed(e, "step 1 loss 2.0", "Processing batch 1", "step 2 loss 1.9",
+                  "Processing batch 2")
+    assert [ev.phase for ev in events if isinstance(ev, PhaseEvent)] == ["loop"]
+    assert (e.state()["phase"], e.state()["step"]) == ("loop", None)
+    fresh, _ = engine()
+    feed(fresh, "Processing batch 1")  # no pack phase open: it names the phase
+    assert fresh.state()["phase"] == "generic:train_loop"

@@ -84,7 +84,7 @@ def assert_answer_on_top(lines: list[str], width: int, height: int, reports: Pat
     assert len(lines) <= height and all(len(line) <= width for line in lines), text
     assert lines[0].startswith("╭─ STALL"), text
     for expected in ("stalled in      Weight push to the rollout workers [weight_push]",
-                     "idle            1h00m (threshold 30s)",
+                     "idle            1h00m (threshold 30s, --stall)",
                      "last completed  train_loop", "report          /",
                      "1. Signal advice one", "2. Signal advice two", "3. Signal advice three",
                      "because signal collective_timeout at train.log:3",

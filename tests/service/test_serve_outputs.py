@@ -76,8 +76,10 @@ def test_one_stall_alert_per_episode_then_recovered_and_metrics_scraped_from_ser
         assert value(samples, "hangwatch_stalls_total", watch="w1") == 1
         assert value(samples, "hangwatch_log_readable", watch="w1", log=str(log)) == 1
         assert value(samples, "hangwatch_lines_total", watch="w1", log=str(log)) == 1
-        assert value(samples, "hangwatch_alerts_total", target="webhook:127.0.0.1",
-                     result="delivered") == 1
+        # the receiver has the POST before the sender has read its answer and counted it
+        wait_until(lambda: value(scrape(port), "hangwatch_alerts_total",
+                                 target="webhook:127.0.0.1", result="delivered") == 1,
+                   what="the delivered alert counted")
         assert get(f"http://127.0.0.1:{port}/healthz") == (200, "ok\n")
         time.sleep(1.5)  # the stall goes on past another threshold: still one alert
         assert len(events(receiver, "stall")) == 1
