@@ -129,7 +129,7 @@ class Engine:
             if isinstance(match, Pending):
                 repeat = repeats.get(id(match.starts))
                 if repeat is None:
-                    repeat = repeats[id(match.starts)] = self.tracker.repeats_only(match.starts)
+                    repeat = repeats[id(match.starts)] = self._repeats_only(match.starts)
                 if self._progressed and repeat:
                     held.add(match)
                     continue
@@ -360,7 +360,9 @@ class Engine:
         # (a step line, a tqdm redraw) is judged like any other line, counters included.
         moved = match.finish is not None or any(isinstance(e, PhaseEvent) for e in events)
         default = not match.progress and match.noise is None and not match.signals
-        self.ranks.matched(source, text, match, moved or advanced or default)  # ranks
+        if any(match[:3]) or match.noise or match.progress or match.finish:
+            # ranks: phase, counters, line (a line left with no hit is plain to them too)
+            self.ranks.matched(source, text, match, moved or advanced or default)
         if moved or advanced:
             events.extend(self._progress(source, line))
         elif default:
@@ -394,6 +396,12 @@ class Engine:
         """A generic-layer phase seen while a pack's phase is open."""
         current = self.tracker.current
         return rule.origin.generic and current is not None and not current.origin.generic
+
+    def _repeats_only(self, starts: tuple[PhaseRule, ...]) -> bool:
+        """Would these STARTs change nothing (PhaseTracker.repeats_only)? A generic one that
+        does not nest, inside a pack's phase, changes nothing either."""
+        return self.tracker.repeats_only(tuple(
+            r for r in starts if r.nests or not self._inside_pack_phase(r)))
 
     def _marker(self) -> str | None:
         """The line that opened the step or phase in progress: what chose its name."""
