@@ -22,6 +22,7 @@ from hangwatch.core.events import (
     RecoveredEvent,
     StallEvent,
 )
+from hangwatch.core.history import History
 from hangwatch.core.prefilter import Prefilter
 from hangwatch.core.rules import RuleSet
 from hangwatch.daemon import Session, SessionOptions, TurnHook, evidence_collector
@@ -130,6 +131,7 @@ class WatchRuntime:
         self._dirty = self._urgent = False
         self._saved_at = -math.inf
         self._refire = False
+        self.history = self._history()
         self.engine = self._engine(rules, prefilter)
         if saved is not None and saved.engine is not None:
             self._restore(saved)
@@ -259,7 +261,19 @@ class WatchRuntime:
 
     def _engine(self, rules: RuleSet, prefilter: Prefilter | None) -> Engine:
         return Engine(rules, default_stall=self.config.stall, clock=self.clock,
-                      prefilter=prefilter, stall_given=self.config.stall_given)
+                      prefilter=prefilter, stall_given=self.config.stall_given,
+                      history=self.history)
+
+    def _history(self) -> History:
+        """The watch's learned phase durations: kept in its state file, across restarts."""
+        try:
+            history = History.from_dict(self.kept.get("history", {"durations": {}}))
+        except ValueError:
+            history = History()
+            self.queue.put(Notice(self.name, "state", f"{self.name}: the learned phase "
+                                  "durations in its state are damaged; learning them anew"))
+        self.keepers["history"] = history.to_dict
+        return history
 
     def _session(self) -> Session:
         collect = None

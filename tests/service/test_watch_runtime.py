@@ -178,3 +178,20 @@ def test_glob_scanner_reports_new_files_and_an_empty_match_from_its_own_thread(t
         assert out.get(timeout=5) == GlobMatches(pattern, (str(tmp_path / "rank0.log"),))
     finally:
         scanner.stop()
+
+
+def test_learned_phase_durations_are_kept_in_the_watch_state_across_a_restart(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text("")
+    first = Harness(tmp_path, [str(log)], stall=30.0)
+    first.pump(lambda: first.runtime.ready)
+    with log.open("a") as f:
+        f.write("2026-01-11 10:00:00 LOAD START\n2026-01-11 10:02:10 LOAD DONE\n")
+    first.pump(lambda: first.runtime.engine.history.durations.get("load") == [130.0])
+    saved = decode(first.runtime.snapshot(), "w")
+    first.close()
+    assert saved.kept["history"] == {"durations": {"load": [130.0]}}
+
+    again = Harness(tmp_path, [str(log)], stall=30.0, saved=saved)
+    assert again.runtime.engine.history.durations == {"load": [130.0]}
+    again.close()
