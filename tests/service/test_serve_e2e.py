@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.service.serving import Serve, Systemd, saved, wait_until
+from tests.service.serving import Systemd, saved, wait_until
 
 START = "LOAD checkpoint START\n"
 DONE = "LOAD checkpoint DONE\n"
@@ -30,21 +30,6 @@ def systemd():
     notify = Systemd()
     yield notify
     notify.close()
-
-
-@pytest.fixture
-def serving():
-    started: list[Serve] = []
-
-    def start(*args, **kwargs) -> Serve:
-        serve = Serve(*args, **kwargs)
-        started.append(serve)
-        return serve
-
-    yield start
-    for serve in started:
-        if serve.proc.poll() is None:
-            serve.kill()
 
 
 def config(folder: Path, watches: str, name: str = "serve.yaml") -> Path:

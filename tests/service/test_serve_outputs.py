@@ -12,30 +12,14 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
 import yaml
 
 from tests.fakes.receiver import Receiver, free_port
 from tests.metrics.test_metrics_server import get, scrape, value
-from tests.service.serving import Serve, Systemd, saved, wait_until
+from tests.service.serving import Systemd, saved, wait_until
 from tests.service.test_serve_e2e import DONE, PACK, START, watch
 
 MANIFEST = Path(__file__).resolve().parents[2] / "deploy/k8s/training-job-with-hangwatch.yaml"
-
-
-@pytest.fixture
-def serving():
-    started: list[Serve] = []
-
-    def start(*args, **kwargs) -> Serve:
-        serve = Serve(*args, **kwargs)
-        started.append(serve)
-        return serve
-
-    yield start
-    for serve in started:
-        if serve.proc.poll() is None:
-            serve.kill()
 
 
 def config(folder: Path, watches: str, *, webhook: str | None = None, port: int | None = None,
