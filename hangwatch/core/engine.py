@@ -162,12 +162,8 @@ class Engine:
             return []
         self._partials[source] = data
         self._progressed = False
-        line = self.lines.get(source, 0) + 1
-        text = data.decode("utf-8", "replace")
-        match = self.rules.match(text)
-        if match is None:
-            return self._plain(source, line, text)
-        return self._matched(source, line, text, match)
+        return self._line(source, self.lines.get(source, 0) + 1,
+                          data.decode("utf-8", "replace"))
 
     def _skip_partial(self, source: str, data: bytes) -> bytes:
         """`data` less its first line when that line was matched ahead as a partial one."""
@@ -183,8 +179,11 @@ class Engine:
         return self._feed_line(source, text)
 
     def _feed_line(self, source: str, text: str) -> list[Event]:
-        line = self.lines.get(source, 0) + 1
-        self.lines[source] = line
+        line = self.lines[source] = self.lines.get(source, 0) + 1
+        return self._line(source, line, text)
+
+    def _line(self, source: str, line: int, text: str) -> list[Event]:
+        """`text`, line `line` of `source`, matched by every rule (no prefilter)."""
         match = self.rules.match(text)
         if match is None:
             return self._plain(source, line, text)
