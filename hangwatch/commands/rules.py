@@ -341,6 +341,9 @@ class LineReport:
 
 
 NO_HIT = LineMatch()
+# The prefilter's kinds of hit, as `rules test` names them.
+COUNTED_AS = {"start": "phase-start", "done": "phase-done", "signal": "signal",
+              "progress": "progress", "noise": "noise", "finish": "finish"}
 HitLines = tuple[list[tuple[int, bytes, LineMatch]], Counter[Any]]
 
 
@@ -370,6 +373,9 @@ class RuleTester:
         """Complete lines, each ending in b"\\n"; the reports of the lines shown."""
         first, count = self.lines + 1, data.count(b"\n")
         shown = self.show.within(first, self.lines + count)
+        if self.prefilter is not None and not shown:
+            self._count_block(data, count)
+            return
         detail = shown or len(self.examples) < EXAMPLES
         hits, noise = self._hit_lines(data, detail)
         for _, _, match in hits:
@@ -387,6 +393,18 @@ class RuleTester:
             # memory) only lines hitting more than noise change: the rest need no second scan.
             self.engine.feed_block("log", b"".join(
                 raw + b"\n" for _, raw, match in hits if match._replace(noise=None) != NO_HIT))
+        self.lines += count
+
+    def _count_block(self, data: bytes, count: int) -> None:
+        """A block none of whose lines is shown or needed as an example: counted from the
+        prefilter's flags, and only the lines hitting more than noise go to the engine."""
+        assert self.prefilter is not None
+        counts, matched, feed = self.prefilter.hit_counts(
+            data, self._example if len(self.examples) < EXAMPLES else None)
+        for (kind, rule), n in counts.items():
+            self.counts[(COUNTED_AS[kind], rule.id)] += n
+        self.unmatched += count - matched
+        self.engine.feed_block("log", b"".join(raw + b"\n" for raw in feed))
         self.lines += count
 
     def _hit_lines(self, data: bytes, detail: bool) -> HitLines:
@@ -411,11 +429,16 @@ class RuleTester:
     def _find_examples(self, data: bytes, hits: list[tuple[int, bytes, LineMatch]]) -> None:
         hit = {i for i, _, _ in hits}
         for i, raw in enumerate(data.split(b"\n")[:-1]):
-            if len(self.examples) >= EXAMPLES:
+            if i not in hit and not self._example(raw):
                 return
-            stripped = raw.decode("utf-8", "replace").strip()
-            if i not in hit and stripped and stripped[:TEXT_WIDTH] not in self.examples:
-                self.examples.append(stripped[:TEXT_WIDTH])
+
+    def _example(self, raw: bytes) -> bool:
+        """An unmatched line, in order: kept if it is among the first EXAMPLES different ones
+        that are not blank. Whether more are wanted."""
+        stripped = raw.decode("utf-8", "replace").strip()[:TEXT_WIDTH]
+        if stripped and len(self.examples) < EXAMPLES and stripped not in self.examples:
+            self.examples.append(stripped)
+        return len(self.examples) < EXAMPLES
 
     def _explained(self, data: bytes,
                    hits: list[tuple[int, bytes, LineMatch]]) -> Iterator[LineReport]:

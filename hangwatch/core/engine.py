@@ -28,7 +28,7 @@ from hangwatch.core.events import (
 from hangwatch.core.history import History
 from hangwatch.core.model import PhaseRule
 from hangwatch.core.phases import PhaseTracker, TimelineEntry, Where
-from hangwatch.core.prefilter import QUIET, Held, Pending, Plain, Prefilter
+from hangwatch.core.prefilter import QUIET, Held, Pending, Plain, Prefilter, Spans
 from hangwatch.core.progress import ProgressJudge
 from hangwatch.core.ranks import RankTracker
 from hangwatch.core.rules import LineMatch, RuleSet, is_generic_only
@@ -108,18 +108,24 @@ class Engine:
         """feed_block through the prefilter: only lines a rule hits, and plain lines until
         one is progress, are handled one by one. For the same reason, once the block has
         shown progress, a line that can only repeat the START of an open phase or feed a
-        progress rule is set aside: of those, only the last of each rule matters, for what
-        the progress judge remembers, and it is handed over before any other line."""
+        progress rule is set aside (alone, or in Spans the prefilter cuts by asking
+        `_repeats_only`): of those, only the last of each rule matters, for what the
+        progress judge remembers, and it is handed over before any other line."""
         events: list[Event] = []
         line = self.lines.get(source, 0)
         held = Held(prefilter)
         # The tracker's answers until it moves, by the STARTs' tuple: one per plan, kept by
         # the prefilter, so its id names it (hashing rules costs more than asking).
         repeats: dict[int, bool] = {}
-        for lines, text, match in prefilter.segments(data, lambda: not self._progressed):
+        segments = prefilter.segments(data, lambda: not self._progressed,
+                                      lambda rule: self._repeats_only((rule,)))
+        for lines, text, match in segments:
             line += lines
             self.lines[source] = line
             if match is None:
+                continue
+            if isinstance(match, Spans):
+                held.add_spans(match)
                 continue
             line += 1
             self.lines[source] = line

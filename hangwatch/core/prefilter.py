@@ -13,6 +13,12 @@ change, so:
   a plain line matters only as the block's first (it is progress, and ends a stall). So the
   first line nothing hits is looked for line by line from the block's start, and all noise
   lines are found in one scan only when a long run of them (NCCL spew) makes it worthwhile.
+* Once the block has shown progress, the lines that matter are rare (DONE, signal and finish
+  lines, the START of a phase not open): a progress rule that hits thousands of lines matters
+  only by its newest line. So the rest of the block is cut at the lines rare rules may hit,
+  found in one scan; between them, a scan that reports each rule once says which rules occur,
+  and a stretch where nothing but noise, progress and repeated STARTs occurs is set aside
+  whole (`Spans`): Python touches the rules hit, not the lines.
 
 Flags the translation cannot follow (verbose, full case folding, version 1 sets) make
 `try_build` return None, and the engine matches line by line.
@@ -23,10 +29,11 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import hashlib
+import itertools
 import json
 import platform
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -60,9 +67,18 @@ PLAIN = Plain()
 # (lines, text, match): `lines` lines passed over (noise only, or plain while the caller
 # needs no plain line), then, unless `match` is None, one more line: `text` and what
 # `RuleSet.match` says of it, a Pending line whose answer is left to be asked, or PLAIN.
-Segment = tuple[int, str, "LineMatch | Pending | Plain | None"]
+# Or `lines` lines and a `Spans` of them that the engine sets aside whole.
+Segment = tuple[int, str, "LineMatch | Pending | Plain | Spans | None"]
 QUIET = LineMatch()  # stands for "noise only": counted, neither progress nor an event
+# See Prefilter.hit_counts: lines hit by kind and rule, lines hit, lines to feed.
+HitCounts = tuple[Counter[tuple[str, Any]], int, list[bytes]]
 PROBE_LINES = 256  # lines tried one by one for the next plain line before finding all noise
+FIRST_WINDOW = 8 << 10  # bytes scanned in full at a block's start: most show progress at once
+STRETCH_WINDOW = 16 << 10  # bytes first scanned for STARTs between lines rare rules hit
+# After CLOSE_STOPS lines in a row that each came within CLOSE_BYTES of the one before (a
+# phase a line: generated step markers), the next DENSE_SPAN bytes go line by line.
+CLOSE_STOPS, CLOSE_BYTES, DENSE_SPAN = 4, 1 << 10, 64 << 10
+BACK_WINDOW = 4 << 10  # bytes searched first, from the end, for a progress rule's newest line
 _Line = tuple[int, int, int]  # start, end (its b"\n"), mask of pattern ids
 
 
@@ -106,23 +122,40 @@ class Pending:
     progress: tuple[_Entry, ...]
 
 
+@dataclass(frozen=True)
+class Spans:
+    """Lines `data[start:end]` of a block that has shown progress, which the engine sets
+    aside whole: nothing but noise, progress rules whose memory is a single value, and STARTs
+    that would change nothing (the engine said so) may hit them. `progress`: the progress
+    rules that may hit some of them, in the order of their first such line."""
+
+    data: bytes
+    start: int
+    end: int
+    progress: tuple[_Entry, ...]
+
+
 class Held:
-    """Pending lines set aside, by progress rule, oldest first."""
+    """Lines set aside (Pending lines and Spans), by progress rule, oldest first."""
 
     def __init__(self, prefilter: Prefilter) -> None:
         self._prefilter = prefilter
-        self._lines: dict[int, tuple[_Entry, list[bytes]]] = {}  # by pattern id
+        self._lines: dict[int, tuple[_Entry, list[bytes | Spans]]] = {}  # by pattern id
 
     def add(self, pending: Pending) -> None:
         for entry in pending.progress:
             self._lines.setdefault(entry.pid, (entry, []))[1].append(pending.raw)
 
+    def add_spans(self, spans: Spans) -> None:
+        for entry in spans.progress:
+            self._lines.setdefault(entry.pid, (entry, []))[1].append(spans)
+
     def release(self) -> Iterator[tuple[Any, Iterator[regex.Match[str]]]]:
         """For each progress rule (ProgressRule), the matches of its lines, newest first:
         the judge takes the first it can use. Empties the hold."""
         held, self._lines = self._lines, {}
-        for entry, raws in held.values():
-            yield entry.rule, self._prefilter.matches(entry, reversed(raws))
+        for entry, items in held.values():
+            yield entry.rule, self._prefilter.matches(entry, reversed(items))
 
 
 class Prefilter:
@@ -146,58 +179,340 @@ class Prefilter:
         self._patterns = [e.pattern.pattern for e in entries]
         self._lazy: dict[str, Any] = {}  # databases compiled when first needed
         self._plans: dict[tuple[int, bool], _Plan] = {}
+        # What `hit_counts` takes of a line, by its flags (ASCII) or its patterns found.
+        self._counts: dict[int, tuple[tuple[tuple[str, Any], ...], bool] | None] = {}
+        self._counts_found: dict[int, tuple[tuple[tuple[str, Any], ...], bool]] = {}
+        # Once a block has shown progress: the progress rules whose lines are set aside
+        # whatever the state, the patterns looked for between rare lines (those and the
+        # STARTs), and the rare ones (every other kind but noise, which then never matters).
+        self._kept = frozenset(e.pid for e in entries if e.kind == "progress"
+                               and _single_valued(e))
+        self._first_pids = [e.pid for e in entries if e.kind == "start" or e.pid in self._kept]
+        self._rare_pids = [e.pid for e in entries
+                           if e.kind not in ("start", "noise") and e.pid not in self._kept]
 
-    def segments(self, data: bytes,
-                 wants_plain: Callable[[], bool] = lambda: True) -> Iterator[Segment]:
-        """The block, cut as `Segment` says; lazily, so that the engine can set Pending lines
-        aside as it goes. While `wants_plain()` (the engine judges plain lines until one is
-        progress), each plain line is a segment of its own; after that they are counted."""
+    def segments(self, data: bytes, wants_plain: Callable[[], bool] = lambda: True,
+                 repeats_only: Callable[[PhaseRule], bool] = lambda _rule: False
+                 ) -> Iterator[Segment]:
+        """The block, cut as `Segment` says; lazily, so that the engine can set lines aside
+        as it goes. While `wants_plain()` (the engine judges plain lines until one is
+        progress), each plain line is a segment of its own; after that they are counted, and
+        stretches of lines the engine would set aside one by one come as `Spans`:
+        `repeats_only(rule)` says whether a START of `rule` would change nothing now."""
         if not data:
             return
         if not data.endswith(b"\n"):
             data += b"\n"  # as line-by-line reading takes an unterminated last line
-        flagged = self._scan(data)
-        finder = _PlainFinder(self, data)
-        lines = pos = 0
-        for start, end, mask in [*flagged, (len(data), len(data), 0)]:
-            while wants_plain() and (at := finder.next(pos, start)) is not None:
-                lines += data.count(b"\n", pos, at)
-                pos = data.index(b"\n", at) + 1
-                yield lines, data[at:pos - 1].decode("utf-8", "replace"), PLAIN
-                lines = 0
-            lines += data.count(b"\n", pos, start)
-            if start == len(data):
-                break
-            pos = end + 1
-            raw = data[start:end]
-            candidates = self._candidates(raw, mask)
-            pending = self._pending(raw, candidates) if candidates is not None else None
-            if pending is not None:
-                yield lines, "", pending
-                lines = 0
-                continue
-            text, match = self._line(raw, candidates)
-            if match is None and wants_plain():  # flagged, but plain after all
-                yield lines, text, PLAIN
-                lines = 0
-            elif match is not None and match is not QUIET:
-                yield lines, text, match
-                lines = 0
-            else:
-                lines += 1
+        pos, lines = yield from self._judged(data, wants_plain)
+        if pos < len(data):
+            lines = yield from self._set_aside(data, pos, lines, repeats_only)
         if lines:
             yield lines, "", None
+
+    def _judged(self, data: bytes,
+                wants_plain: Callable[[], bool]) -> Generator[Segment, None, tuple[int, int]]:
+        """Segments from the block's start while `wants_plain()`, a line at a time, in
+        windows that grow (most blocks show progress in their first lines). Returns where
+        it stopped and the lines passed over since the last segment."""
+        finder = _PlainFinder(self, data)
+        pos = lines = 0
+        size = FIRST_WINDOW
+        while pos < len(data) and wants_plain():
+            end = data.index(b"\n", min(len(data), pos + size) - 1) + 1
+            for start, stop, mask in [*self._scan(data, pos, end), (end, end, 0)]:
+                while (at := finder.next(pos, start)) is not None:
+                    lines += data.count(b"\n", pos, at)
+                    pos = data.index(b"\n", at) + 1
+                    yield lines, data[at:pos - 1].decode("utf-8", "replace"), PLAIN
+                    lines = 0
+                    if not wants_plain():
+                        return pos, lines
+                lines += data.count(b"\n", pos, start)
+                if start == end:
+                    break
+                pos = stop + 1
+                found = self._flagged(data[start:stop], mask, plain=True)
+                if found is None:
+                    lines += 1
+                    continue
+                yield (lines, *found)
+                lines = 0
+                if not wants_plain():
+                    return pos, lines
+            pos, size = end, size * 8
+        return pos, lines
+
+    def _set_aside(self, data: bytes, pos: int, lines: int,
+                   repeats_only: Callable[[PhaseRule], bool]) -> Generator[Segment, None, int]:
+        """Segments of the block from `pos` on, once it has shown progress: the lines rare
+        rules may hit, one by one, and what lies between them as `_stretch` cuts it."""
+        if self._first_pids and not self._database("first"):  # refused: by flags alone
+            return (yield from self._one_by_one(data, pos, len(data), lines, repeats_only))
+        for start, stop in [*self._rare(data, pos), (len(data), len(data))]:
+            lines = yield from self._stretch(data, pos, start, lines, repeats_only)
+            if start == len(data):
+                break
+            pos = stop + 1
+            found = self._flagged(data[start:stop], self._line_mask(data[start:stop]),
+                                  plain=False)
+            if found is None:
+                lines += 1
+                continue
+            yield (lines, *found)
+            lines = 0
+        return lines
+
+    def _stretch(self, data: bytes, pos: int, end: int, lines: int,
+                 repeats_only: Callable[[PhaseRule], bool]) -> Generator[Segment, None, int]:
+        """Lines `pos` to `end` of a block that has shown progress, which no rare rule hits:
+        as Spans up to the first line a START that would change something may hit, that line
+        on its own, and so on. Each scan covers a window that grows while nothing stops it
+        and shrinks to twice the distance to a line that did, so that a stretch where every
+        line starts a phase costs no more than one where none does. Returns the lines
+        passed over since the last segment."""
+        size, close = STRETCH_WINDOW, 0
+        while pos < end:
+            if close >= CLOSE_STOPS:  # a phase a line or so: scans would cost more than lines
+                high = end if end - pos <= DENSE_SPAN else data.index(
+                    b"\n", pos + DENSE_SPAN - 1) + 1
+                lines = yield from self._one_by_one(data, pos, high, lines, repeats_only)
+                pos, size, close = high, STRETCH_WINDOW, 0
+                continue
+            high = end if end - pos <= size else data.index(b"\n", pos + size - 1) + 1
+            firsts = self._firsts(data, pos, high)
+            stops = [self._first_kept(data, entry, at, high, repeats_only)
+                     if entry.rule.origin.generic else at
+                     for pid, at in firsts.items() if pid not in self._kept
+                     and not repeats_only((entry := self._entries[pid]).rule)]
+            stop = min((at for at in stops if at is not None), default=None)
+            cut = high if stop is None else max(pos, data.rfind(b"\n", pos, stop - 1) + 1)
+            spans = tuple(self._entries[pid] for pid, at in sorted(
+                firsts.items(), key=lambda item: item[1]) if pid in self._kept and at <= cut)
+            lines += data.count(b"\n", pos, cut)
+            if spans:
+                yield lines, "", Spans(data, pos, cut, spans)
+                lines = 0
+            if stop is None:
+                pos, size = high, size * 4
+                continue
+            size = max(STRETCH_WINDOW, 2 * (stop - pos))
+            close = close + 1 if stop - pos < CLOSE_BYTES else 0
+            pos = data.index(b"\n", stop - 1) + 1
+            found = self._flagged(data[cut:pos - 1], self._line_mask(data[cut:pos - 1]),
+                                  plain=False)
+            if found is None:
+                lines += 1
+                continue
+            yield (lines, *found)
+            lines = 0
+        return lines
+
+    def _one_by_one(self, data: bytes, pos: int, end: int, lines: int,
+                    repeats_only: Callable[[PhaseRule], bool]) -> Generator[Segment, None, int]:
+        """The flagged lines from `pos` to `end`, judged by their flags alone where that
+        suffices: those the engine would set aside are gathered into Spans, the others are
+        segments of their own."""
+        held: dict[int, _Entry] = {}  # progress rules of the lines gathered since `pos`
+        repeats: dict[int, bool] = {}  # by STARTs' tuple, until a segment moves the engine
+        for start, stop, mask in self._scan(data, pos, end):
+            if not mask >> self._other_id & 1:  # pure ASCII: the flags are exact
+                defer = self._plan(mask, True).defer
+                if defer is not None:
+                    repeat = repeats.get(id(defer[0]))
+                    if repeat is None:
+                        repeat = repeats[id(defer[0])] = all(map(repeats_only, defer[0]))
+                    if repeat:
+                        held.update((e.pid, e) for e in defer[1])
+                        continue
+            lines += data.count(b"\n", pos, start)
+            if held:
+                yield lines, "", Spans(data, pos, start, tuple(held.values()))
+                lines, held = 0, {}
+            pos = stop + 1
+            found = self._flagged(data[start:stop], mask, plain=False)
+            if found is None:
+                lines += 1
+                continue
+            yield (lines, *found)
+            lines = 0
+            repeats.clear()
+        lines += data.count(b"\n", pos, end)
+        if held:
+            yield lines, "", Spans(data, pos, end, tuple(held.values()))
+            lines = 0
+        return lines
+
+    def _first_kept(self, data: bytes, entry: _Entry, at: int, high: int,
+                    repeats_only: Callable[[PhaseRule], bool]) -> int | None:
+        """For a generic START that would change something, first hit at `at`: the end of
+        the first line up to `high` where it counts, None if there is none. It does not
+        count where a pack rule on the line outranks it and the engine sets the line aside
+        (a wait loop a pack counts): such lines come in series, so they are told apart by
+        their flags, without a segment each."""
+        low = data.rfind(b"\n", 0, at - 1) + 1
+        found: list[int] = []
+
+        def on_match(_pid: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
+            found.append(low + end - 1)
+
+        self._database(f"one:{entry.pid}").scan(memoryview(data)[low:high],
+                                                match_event_handler=on_match)
+        done = -1
+        for last in sorted(found):
+            if last <= done:
+                continue
+            done = data.index(b"\n", last)
+            mask = self._line_mask(data[data.rfind(b"\n", 0, last) + 1:done])
+            defer = None if mask >> self._other_id & 1 else self._plan(mask, True).defer
+            if defer is None or not all(map(repeats_only, defer[0])):
+                return done + 1
+        return None
+
+    def _flagged(self, raw: bytes, mask: int,
+                 plain: bool) -> tuple[str, LineMatch | Pending | Plain] | None:
+        """What a flagged line is as a segment (text and match), or None when it is only
+        counted (noise, or plain while the caller needs no plain line)."""
+        candidates = self._candidates(raw, mask)
+        if candidates is not None and candidates[0] and (
+                pending := self._pending(raw, candidates)) is not None:
+            return "", pending
+        text, match = self._line(raw, candidates)
+        if match is None:
+            return (text, PLAIN) if plain else None
+        return None if match is QUIET else (text, match)
 
     def resolve(self, pending: Pending) -> tuple[str, LineMatch | None]:
         """What RuleSet.match says of a Pending line (QUIET: noise only)."""
         return self._line(pending.raw, (pending.mask, pending.strict))
 
-    def matches(self, entry: _Entry, raws: Iterable[bytes]) -> Iterator[regex.Match[str]]:
-        """Where `entry`'s pattern matches these lines, skipping those it does not."""
-        for raw in raws:
-            found = self._search(entry.pattern, raw.decode("utf-8", "replace"))
-            if found is not None:
-                yield found
+    def matches(self, entry: _Entry,
+                items: Iterable[bytes | Spans]) -> Iterator[regex.Match[str]]:
+        """Where `entry`'s pattern matches these lines (a Spans: its lines newest first),
+        skipping those it does not."""
+        for item in items:
+            raws = self._newest(entry, item) if isinstance(item, Spans) else (item,)
+            for raw in raws:
+                found = self._search(entry.pattern, raw.decode("utf-8", "replace"))
+                if found is not None:
+                    yield found
+
+    def _newest(self, entry: _Entry, spans: Spans) -> Iterator[bytes]:
+        """The lines of `spans` that `entry`'s wider form hits, newest first: found in
+        windows searched from the end, each larger than the one before, since the caller
+        mostly wants one line."""
+        data, end, size = spans.data, spans.end, BACK_WINDOW
+        db = self._database(f"one:{entry.pid}")
+        found: list[int] = []
+
+        def on_match(_pid: int, _start: int, at: int, _flags: int, _ctx: object) -> None:
+            found.append(at)
+
+        while end > spans.start:
+            start = max(spans.start, data.rfind(b"\n", spans.start, max(0, end - size)) + 1)
+            found.clear()
+            db.scan(memoryview(data)[start:end], match_event_handler=on_match)
+            for stop in sorted({data.index(b"\n", start + at - 1) for at in found},
+                               reverse=True):
+                yield data[data.rfind(b"\n", 0, stop) + 1:stop]
+            end, size = start, size * 4
+
+    def hit_counts(self, data: bytes,
+                   unmatched: Callable[[bytes], bool] | None = None) -> HitCounts:
+        """For `hangwatch rules test` on lines it does not show, a block of complete lines:
+        how many lines each rule hits, by kind (as `RuleSet.match` reports them: one noise
+        rule a line), how many lines some rule hits, and the lines a rule other than noise
+        hits, in order. Lines no rule hits go to `unmatched`, in order, until it returns
+        False. A line that only rules exact on it hit needs no `regex` search."""
+        first_noise = self._first_noise(data)
+        counts: Counter[tuple[str, Any]] = Counter()
+        feed: list[bytes] = []
+        finder = _PlainFinder(self, data)
+        wanted, take = unmatched is not None, unmatched or (lambda _raw: False)
+        flagged = self._scan(data)
+        loose = self._loose_masks(data, [(s, e) for s, e, m in flagged
+                                         if m >> self._other_id & 1])
+        seen: dict[int, tuple[tuple[tuple[str, Any], ...], int]] = {}  # keys (cached), lines
+        hit = pos = 0
+        for start, end, mask in [*flagged, (len(data), len(data), 0)]:
+            while wanted and (at := finder.next(pos, start)) is not None:
+                pos = data.index(b"\n", at) + 1
+                wanted = take(data[at:pos - 1])
+            if start == len(data):
+                break
+            pos = end + 1
+            noise = first_noise.pop(end, None)
+            known = None
+            if not mask >> self._other_id & 1:
+                known = self._counted(mask | (0 if noise is None
+                                              else 1 << self._noise_pids[noise]))
+            elif loose is not None:
+                known = self._confirmed(data[start:end], loose[start])
+            if known is None:
+                raw = data[start:end]
+                match = self._full(raw, self._candidates(raw, mask))
+                known = ((), False) if match is None else _keys(match)
+            keys, more = known
+            if keys:
+                hit += 1
+                seen[id(keys)] = (keys, seen.get(id(keys), (keys, 0))[1] + 1)
+            elif wanted:
+                wanted = take(data[start:end])
+            if more:
+                feed.append(data[start:end])
+        for keys, n in seen.values():  # hashing rules costs more than counting by tuple
+            for key in keys:
+                counts[key] += n
+        for i in first_noise.values():
+            counts[("noise", self._entries[self._noise_pids[i]].rule)] += 1
+        return counts, hit + len(first_noise), feed
+
+    def _counted(self, mask: int) -> tuple[tuple[tuple[str, Any], ...], bool] | None:
+        """What `hit_counts` takes of an ASCII line so flagged (exact noise included): the
+        (kind, rule) pairs it counts and whether more than noise hits; None when a `regex`
+        search must decide."""
+        known = self._counts.get(mask)
+        if known is None and mask not in self._counts:
+            plan = self._plan(mask, True)
+            if all(e.exact for e in plan.search):  # progress rules: sure hits, uncounted
+                match = _line_match(sorted([*plan.known, *((e, None) for e in plan.search)],
+                                           key=lambda hit: hit[0].pid))
+                known = ((), False) if match is None else _keys(match)
+            self._counts[mask] = known
+        return known
+
+    def _loose_masks(self, data: bytes, lines: list[tuple[int, int]]) -> dict[int, int] | None:
+        """Line start -> the patterns whose loose forms hit it, for these lines (with bytes
+        >= 0x80), found in one scan of them all; None when Hyperscan refused the forms."""
+        if not lines:
+            return {}
+        db = self._database("loose-all")
+        if not db:
+            return None
+        joined = b"\n".join(data[start:end] for start, end in lines) + b"\n"
+        ends = list(itertools.accumulate(end - start + 1 for start, end in lines))
+        masks = [0] * len(lines)
+
+        def on_match(pid: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
+            masks[bisect.bisect_left(ends, end)] |= 1 << pid  # a match ends before its "\n"
+
+        db.scan(joined, match_event_handler=on_match)
+        return {start: mask for (start, _), mask in zip(lines, masks, strict=True)}
+
+    def _confirmed(self, raw: bytes, mask: int) -> tuple[tuple[tuple[str, Any], ...], bool]:
+        """What `hit_counts` takes of a line with other bytes whose loose forms `mask` hit:
+        each of those patterns is searched for with `regex`."""
+        text = raw.decode("utf-8", "replace")
+        hits = 0
+        for pid in _bits(mask):
+            if pid < self._other_id and self._search(self._entries[pid].pattern, text):
+                hits |= 1 << pid
+        known = self._counts_found.get(hits)
+        if known is None:
+            match = _line_match([(self._entries[pid], None) for pid in _bits(hits)])
+            if match is QUIET:  # noise only: the first noise rule, as RuleSet.match says
+                match = LineMatch(noise=self._entries[next(_bits(hits))].rule)
+            known = self._counts_found[hits] = ((), False) if match is None else _keys(match)
+        return known
 
     def hit_lines(self, data: bytes, *, noise_lines: bool = True
                   ) -> tuple[list[tuple[int, bytes, LineMatch]], Counter[Any]]:
@@ -261,16 +576,16 @@ class Prefilter:
                      and ((strict and e.exact) or self._search(e.pattern, text))), None)
         return None if rule is None else LineMatch(noise=rule)  # None: a search timed out
 
-    def _scan(self, data: bytes) -> list[_Line]:
-        """The lines some pattern (other than an exact noise rule) may hit, or with a byte
-        >= 0x80, in order."""
+    def _scan(self, data: bytes, low: int = 0, high: int | None = None) -> list[_Line]:
+        """The lines from `low` to `high` (line starts) that some pattern (other than an
+        exact noise rule) may hit, or with a byte >= 0x80, in order."""
         codes: list[int] = []
         add = codes.append
 
         def on_match(pid: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
-            add(end << 16 | pid)
+            add((low + end) << 16 | pid)
 
-        self._strict.scan(data, match_event_handler=on_match)
+        self._strict.scan(memoryview(data)[low:high], match_event_handler=on_match)
         codes.sort()
         lines: list[_Line] = []
         start = end = -1
@@ -305,6 +620,48 @@ class Prefilter:
 
         loose.scan(raw + b"\n", match_event_handler=on_match)  # as in a block
         return hits, False
+
+    def _line_mask(self, raw: bytes) -> int:
+        """What `_scan` says of one line: the patterns that may hit it."""
+        hits = 0
+
+        def on_match(pid: int, _start: int, _end: int, _flags: int, _ctx: object) -> None:
+            nonlocal hits
+            hits |= 1 << pid
+
+        self._strict.scan(raw + b"\n", match_event_handler=on_match)
+        return hits
+
+    def _rare(self, data: bytes, low: int) -> list[tuple[int, int]]:
+        """(start, end) of the lines from `low` on that a rare rule (DONE, signal, finish, a
+        progress rule keyed by more than its counter) may hit, in order."""
+        ends: set[int] = set()
+
+        def on_match(_pid: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
+            ends.add(end)
+
+        db = self._database("rare")
+        if db:
+            db.scan(memoryview(data)[low:], match_event_handler=on_match)
+        found: list[tuple[int, int]] = []
+        for end in sorted(ends):
+            at = low + end - 1  # the match's last byte lies on its line
+            if not found or at > found[-1][1]:
+                found.append((data.rfind(b"\n", 0, at) + 1, data.index(b"\n", at)))
+        return found
+
+    def _firsts(self, data: bytes, low: int, high: int) -> dict[int, int]:
+        """Pattern id -> end of its first match from `low` to `high`, for the STARTs and the
+        progress rules that the engine may set aside (`_kept`): each reports once a scan."""
+        firsts: dict[int, int] = {}
+
+        def on_match(pid: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
+            firsts.setdefault(pid, low + end)
+
+        if self._first_pids:
+            self._database("first").scan(memoryview(data)[low:high],
+                                         match_event_handler=on_match)
+        return firsts
 
     def _pending(self, raw: bytes, candidates: tuple[int, bool]) -> Pending | None:
         plan = self._plan(*candidates)
@@ -350,12 +707,26 @@ class Prefilter:
                               store=store)
             elif name == "count":
                 db = _compile([f"(?:{'|'.join(self._noise_forms)})[^\\n]*$"], store=store)
-            else:
+            elif name == "first":  # each pattern reports once a scan
+                forms = {pid: self._loose_forms[pid] for pid in self._first_pids}
+                db = _compilable(forms, self._relaxed, store, single=True)[2] or False
+            elif name == "rare" or name.startswith("one:"):
+                db = self._wide(self._rare_pids if name == "rare" else [int(name[4:])])
+            else:  # "loose" (each pattern once a scan, for one line) or "loose-all"
                 _, _, db = _compilable(dict(enumerate(self._loose_forms)), self._relaxed,
-                                       store, single=True)
+                                       store, single=name == "loose")
                 db = db or False
             self._lazy[name] = db
         return self._lazy[name]
+
+    def _wide(self, pids: Sequence[int]) -> Any:
+        """A database of the loose forms of these patterns, which hit every line the rules
+        hit, of any bytes; False when there are none."""
+        if not pids:
+            return False
+        forms = {pid: self._loose_forms[pid] for pid in pids}
+        db = _compilable(forms, self._relaxed, self._store)[2]
+        return db or _compile([EVERY_LINE], [pids[0]], store=self._store)
 
     def _relaxed(self, pid: int) -> str:
         return line_forms(self._patterns[pid], anchors=False).loose
@@ -463,10 +834,16 @@ def _deferrable(entries: list[_Entry]) -> tuple[tuple[PhaseRule, ...], tuple[_En
     if any(e.kind not in ("start", "progress", "noise") for e in entries):
         return None
     progress = tuple(e for e in entries if e.kind == "progress")
-    if any(e.rule.counter is not None and set(e.pattern.groupindex) - {e.rule.counter}
-           for e in progress):
+    if not all(_single_valued(e) for e in progress):
         return None
     return tuple(e.rule for e in entries if e.kind == "start"), progress
+
+
+def _single_valued(entry: _Entry) -> bool:
+    """A progress rule whose memory is a single value: a heartbeat, or a counter with no
+    other named group to key it (so only its newest line matters)."""
+    rule = entry.rule
+    return rule.counter is None or not set(entry.pattern.groupindex) - {rule.counter}
 
 
 def _line_match(hits: list[_Hit]) -> LineMatch | None:
@@ -486,6 +863,17 @@ def _line_match(hits: list[_Hit]) -> LineMatch | None:
     return LineMatch(tuple(found.get("start", ())), tuple(found.get("done", ())),
                      tuple(found.get("signal", ())), (found.get("noise") or [None])[0],
                      tuple(found.get("progress", ())), (found.get("finish") or [None])[0])
+
+
+def _keys(match: LineMatch) -> tuple[tuple[tuple[str, Any], ...], bool]:
+    """The (kind, rule) pairs a line's match counts, and whether more than noise hit it."""
+    keys = (*(("done", r) for r in match.phase_dones),
+            *(("start", r) for r in match.phase_starts),
+            *(("signal", r) for r in match.signals),
+            *(("progress", r) for r, _ in match.progress),
+            *((("noise", match.noise),) if match.noise is not None else ()),
+            *((("finish", match.finish),) if match.finish is not None else ()))
+    return keys, match._replace(noise=None) != QUIET
 
 
 def _entries(rules: RuleSet) -> list[tuple[str, Any, str]]:

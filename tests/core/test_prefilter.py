@@ -19,11 +19,13 @@ from hangwatch.core.events import PhaseEvent, RecoveredEvent, StallEvent
 from hangwatch.core.lines import LineSplitter
 from hangwatch.core.model import NoiseRule, Origin, PhaseRule, ProgressRule, RulePack, SignalRule
 from hangwatch.core.prefilter import (
+    BACK_WINDOW,
     PLAIN,
     PROBE_LINES,
     QUIET,
     Pending,
     Prefilter,
+    Spans,
     build_prefilter,
     try_build,
 )
@@ -488,6 +490,58 @@ def test_wait_loops_among_noise_give_the_same_events_as_line_by_line(block):
     events = assert_same_engine(NOISY, b"\n".join(lines) + b"\n", block=block, stall_every=2)
     if block < 1000:  # stalls fall between blocks, so a wait-only stretch spans some
         assert any(isinstance(e, StallEvent) and e.waits for e in events)
+
+
+def test_a_block_of_progress_after_its_first_line_reaches_the_engine_as_a_few_segments():
+    # Thousands of step, heartbeat and noise lines once the block has shown progress: the
+    # engine is handed whole stretches to set aside, not a segment a line.
+    lines = [b"step %d - x" % i if i % 3 else b"alive %ds" % i for i in range(6000)]
+    lines[::7] = [b"NCCL INFO spew"] * len(lines[::7])
+    data = b"\n".join(lines) + b"\n"
+    prefilter = build_prefilter(LOOP)
+    assert prefilter is not None
+    progressed = [False]
+    segments = []
+    for count, text, match in prefilter.segments(data, lambda: not progressed[0],
+                                                 lambda rule: rule.id == "loop"):
+        progressed[0] = True  # the first segment (a step) is progress
+        segments.append((count, match))
+    assert len(segments) < 10
+    assert sum(count + (not isinstance(m, Spans) and m is not None) for count, m in segments) \
+        == 6000
+    assert {e.rule.id for _, m in segments if isinstance(m, Spans) for e in m.progress} == {
+        "steps", "beat"}
+
+
+def test_newest_line_of_a_rare_progress_rule_far_back_in_a_stretch_is_remembered():
+    # One heartbeat, then many windows' worth of other lines set aside: the newest (only)
+    # heartbeat is searched for backwards, in growing windows, and found.
+    filler = b"step 7 - x\nNCCL INFO spew\n" * (BACK_WINDOW * 6 // 24)
+    data = b"step 1 - x\nalive 42s\n" + filler + b"SYNC start\nstep 8 - y\n"
+    assert_same_engine(LOOP, data, block=len(data))
+    data2 = data + b"alive 43s\n" + filler + b"SYNC done\n"
+    events = assert_same_engine(LOOP, data2, block=len(data2), stall_every=1)
+    assert any(isinstance(e, PhaseEvent) and e.phase == "sync" for e in events)
+
+
+@pytest.mark.parametrize("block", [64, 2000, 1 << 18])
+def test_phases_that_start_every_few_lines_among_set_aside_lines_match_line_by_line(block):
+    # Dense STARTs (each line its own phase for a while) and sparse ones, between lines a
+    # rule set aside: each way the prefilter cuts a stretch gives line-by-line events.
+    phases = tuple(PhaseRule(f"m{i}", f"Marker {i}", f"marker {i} begins$", ORIGIN)
+                   for i in range(300))
+    rules = RuleSet([RulePack(name="t", file="t.yaml", phases=phases + LOOP.phases,
+                              progress=LOOP.progress, noise=LOOP.noise)])
+    rng = random.Random(21)
+    lines = []
+    for i in range(6000):
+        dense = i // 500 % 2
+        if rng.randrange(100) < (60 if dense else 1):
+            lines.append(b"marker %d begins" % rng.randrange(300))
+        else:
+            lines.append(rng.choice([b"step %d - x" % i, b"alive %ds" % (i // 9),
+                                     b"NCCL INFO spew", b"step 3 - \xe2\x96\x88"]))
+    assert_same_engine(rules, b"\n".join(lines) + b"\n", block=block, stall_every=4)
 
 
 # --- what a line costs: the hits it has, not the rules there are --------------------------
