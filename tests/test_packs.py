@@ -279,3 +279,41 @@ def test_waiting_for_a_placement_group_with_nothing_new_is_not_progress():
     idle = idle_after(["Creating placement group with 16 GPUs (2 bundles x 8)...",
                        wait.format(s=30, n=8), wait.format(s=60, n=8), wait.format(s=90, n=16)])
     assert idle == [0.0, 0.0, 60.0, 0.0]
+
+
+# --- what packs leave to the generic layer ------------------------------------------------------
+
+DEEPSPEED_STEP = ("[2026-01-11 10:05:40,001] [INFO] [logging.py:96:log_dist] [Rank 0] step=10, "
+                  "skipped=0, lr=[1e-05], mom=[(0.9, 0.95)]")
+
+
+@pytest.mark.parametrize(("line", "phase"), [
+    ("[2026-01-11 09:00:08,930] [INFO] [comm.py:668:init_distributed] Initializing TorchBackend "
+     "in DeepSpeed with backend nccl", "generic:distributed_init"),
+    ("[2026-01-11 10:06:03,001] [INFO] [logging.py:96:log_dist] [Rank 0] [Torch] Checkpoint "
+     "global_step20 is about to be saved!", "generic:checkpoint_save"),
+    ("Epoch 0, global step 100: 'val_loss' reached 1.91000 (best 1.91000), saving model to "
+     "'/ckpt/lightning_logs/version_0/checkpoints/epoch=0-step=100.ckpt' as top 1",
+     "generic:checkpoint_save"),
+])
+def test_a_line_a_pack_left_to_the_generic_layer_is_named_by_it_alone(line: str, phase: str):
+    match = load_rule_set().match(line)
+    assert match is not None
+    assert all(r.origin.generic for r in match.phase_starts)
+    assert not (match.phase_dones or match.signals or match.noise or match.progress
+                or match.finish)
+    assert match.phase_starts[-1].id == phase  # of two generic phases, the later one names it
+
+
+def test_a_deepspeed_checkpoint_save_is_a_step_of_its_training_loop_until_the_next_step():
+    engine = Engine(load_rule_set(), default_stall=600.0, clock=FakeClock())
+    for line in (DEEPSPEED_STEP,
+                 "[2026-01-11 10:06:03,001] [INFO] [logging.py:96:log_dist] [Rank 0] [Torch] "
+                 "Checkpoint global_step20 is about to be saved!"):
+        engine.feed_line("log", line)
+    state = engine.state()
+    assert (state["phase"], state["step"]) == ("deepspeed_train", "generic:checkpoint_save")
+    assert engine.threshold_from() == (1800.0, "stall_after of generic:checkpoint_save in generic")
+    engine.feed_line("log", DEEPSPEED_STEP.replace("step=10", "step=30"))
+    state = engine.state()
+    assert (state["phase"], state["step"]) == ("deepspeed_train", None)
