@@ -27,6 +27,7 @@ from hangwatch.core.lines import LineSplitter
 from hangwatch.core.model import PhaseRule, RulePack
 from hangwatch.core.progress import ProgressJudge
 from hangwatch.core.rules import KINDS, LineMatch, RuleSet
+from hangwatch.core.wrap import Unwrapper, physical
 from hangwatch.errors import ConfigError, ConfigErrors, ExitStatus, HangwatchError
 from hangwatch.escape.terminal import safe
 
@@ -363,6 +364,9 @@ class RuleTester:
         self.prefilter = build_prefilter(rules, default_store())
         self.engine = Engine(rules, default_stall=600.0, clock=self.clock,
                              prefilter=self.prefilter)
+        self.engine.unwrap = False  # it is fed lines joined here, and only some of them
+        self.unwrapper = Unwrapper()
+        self._joined: list[int] = []  # of the block being read (core/wrap.py)
         self.counts: Counter[tuple[str, str]] = Counter()
         self.lines = 0
         self.unmatched = 0
@@ -370,11 +374,16 @@ class RuleTester:
         self.owner = {r.id: p.name for p in rules.packs for k in KINDS for r in getattr(p, k)}
 
     def feed_block(self, data: bytes) -> Iterator[LineReport]:
-        """Complete lines, each ending in b"\\n"; the reports of the lines shown."""
-        first, count = self.lines + 1, data.count(b"\n")
-        shown = self.show.within(first, self.lines + count)
+        """Complete lines, each ending in b"\\n"; the reports of the lines shown. Rows a
+        terminal wrapped are joined first, as the engine joins them (line numbers are the
+        rows where lines begin)."""
+        data, self._joined = self.unwrapper.feed(data)
+        count = data.count(b"\n")
+        rows = count + len(self._joined)
+        shown = self.show.within(self.lines + 1, self.lines + rows)
         if self.prefilter is not None and not shown:
             self._count_block(data, count)
+            self.lines += rows
             return
         detail = shown or len(self.examples) < EXAMPLES
         hits, noise = self._hit_lines(data, detail)
@@ -393,7 +402,7 @@ class RuleTester:
             # memory) only lines hitting more than noise change: the rest need no second scan.
             self.engine.feed_block("log", b"".join(
                 raw + b"\n" for _, raw, match in hits if match._replace(noise=None) != NO_HIT))
-        self.lines += count
+        self.lines += rows
 
     def _count_block(self, data: bytes, count: int) -> None:
         """A block none of whose lines is shown or needed as an example: counted from the
@@ -405,7 +414,6 @@ class RuleTester:
             self.counts[(COUNTED_AS[kind], rule.id)] += n
         self.unmatched += count - matched
         self.engine.feed_block("log", b"".join(raw + b"\n" for raw in feed))
-        self.lines += count
 
     def _hit_lines(self, data: bytes, detail: bool) -> HitLines:
         if self.prefilter is not None:
@@ -447,7 +455,7 @@ class RuleTester:
         raws = data.split(b"\n")[:-1]
         run: list[bytes] = []
         for i, raw in enumerate(raws):
-            number = self.lines + i + 1
+            number = self.lines + physical(i + 1, self._joined)
             if not self.show(number, i in matches):
                 run.append(raw)
                 continue

@@ -6,7 +6,7 @@ fires the stall when its deadline has passed. Nothing here reads files or sleeps
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +35,7 @@ from hangwatch.core.rules import LineMatch, RuleSet, is_generic_only
 from hangwatch.core.stall import StallTimer
 from hangwatch.core.timestamps import parse_stamp
 from hangwatch.core.waits import WaitDetector
+from hangwatch.core.wrap import Unwrapper, physical
 
 # A collective's place in its queue, as the NCCL watchdog prints it.
 _COLLECTIVE = regex.compile(r"SeqNum=(?P<seq>\d+),\s*OpType=(?P<op>\w+)")
@@ -84,6 +85,10 @@ class Engine:
         self.stall: StallEvent | None = None
         self._progressed = False  # progress recorded in the block being read
         self._partials: dict[str, bytes] = {}  # unfinished last lines matched ahead
+        # Rows a terminal wrapped are joined before matching (core/wrap.py), unless the
+        # caller feeds lines already joined or not consecutive (`rules test`).
+        self.unwrap = True
+        self._unwrappers: dict[str, Unwrapper] = {}
 
     # --- input ---------------------------------------------------------------------------
 
@@ -96,15 +101,26 @@ class Engine:
         data = self._skip_partial(source, data)
         if not data:
             return events
+        joined: list[int] = []
+        if self.unwrap:
+            data, joined = self._unwrappers.setdefault(source, Unwrapper()).feed(data)
+        base = self.lines.get(source, 0)
+
+        def at(line: int) -> int:  # a line's number in the file: the row where it begins
+            return base + physical(line - base, joined) if joined else line
+
         if self.prefilter is not None:
-            events = self._feed_segments(source, data, self.prefilter)
+            events = self._feed_segments(source, data, self.prefilter, at)
         else:
             for raw in _lines(data):
-                events.extend(self._feed_line(source, raw.decode("utf-8", "replace")))
+                line = self.lines[source] = self.lines.get(source, 0) + 1
+                events.extend(self._line(source, at(line), raw.decode("utf-8", "replace")))
+        self.lines[source] += len(joined)  # the rows joined onto others are read too
         self.ranks.feed_block(source, data, self.tracker.current)  # ranks: prefixes, world
         return events
 
-    def _feed_segments(self, source: str, data: bytes, prefilter: Prefilter) -> list[Event]:
+    def _feed_segments(self, source: str, data: bytes, prefilter: Prefilter,
+                       at: Callable[[int], int]) -> list[Event]:
         """feed_block through the prefilter: only lines a rule hits, and plain lines until
         one is progress, are handled one by one. For the same reason, once the block has
         shown progress, a line that can only repeat the START of an open phase or feed a
@@ -130,7 +146,7 @@ class Engine:
             line += 1
             self.lines[source] = line
             if isinstance(match, Plain):
-                events.extend(self._plain(source, line, text))
+                events.extend(self._plain(source, at(line), text))
                 continue
             if isinstance(match, Pending):
                 repeat = repeats.get(id(match.starts))
@@ -141,13 +157,13 @@ class Engine:
                     continue
                 text, resolved = prefilter.resolve(match)
                 if resolved is None:  # plain after all
-                    events.extend(self._plain(source, line, text))
+                    events.extend(self._plain(source, at(line), text))
                     continue
                 if resolved is QUIET:
                     continue
                 match = resolved
             self._release(held, source)
-            events.extend(self._matched(source, line, text, match))
+            events.extend(self._matched(source, at(line), text, match))
             repeats.clear()
         self._release(held, source)
         return events
@@ -182,9 +198,6 @@ class Engine:
     def feed_line(self, source: str, text: str) -> list[Event]:
         """One line: a block of its own."""
         self._progressed = False
-        return self._feed_line(source, text)
-
-    def _feed_line(self, source: str, text: str) -> list[Event]:
         line = self.lines[source] = self.lines.get(source, 0) + 1
         return self._line(source, line, text)
 

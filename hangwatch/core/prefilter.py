@@ -253,13 +253,7 @@ class Prefilter:
             if start == len(data):
                 break
             pos = stop + 1
-            found = self._flagged(data[start:stop], self._line_mask(data[start:stop]),
-                                  plain=False)
-            if found is None:
-                lines += 1
-                continue
-            yield (lines, *found)
-            lines = 0
+            lines = yield from self._alone(data, start, stop, lines)
         return lines
 
     def _stretch(self, data: bytes, pos: int, end: int, lines: int,
@@ -298,13 +292,7 @@ class Prefilter:
             size = max(STRETCH_WINDOW, 2 * (stop - pos))
             close = close + 1 if stop - pos < CLOSE_BYTES else 0
             pos = data.index(b"\n", stop - 1) + 1
-            found = self._flagged(data[cut:pos - 1], self._line_mask(data[cut:pos - 1]),
-                                  plain=False)
-            if found is None:
-                lines += 1
-                continue
-            yield (lines, *found)
-            lines = 0
+            lines = yield from self._alone(data, cut, pos - 1, lines)
         return lines
 
     def _one_by_one(self, data: bytes, pos: int, end: int, lines: int,
@@ -329,18 +317,25 @@ class Prefilter:
                 yield lines, "", Spans(data, pos, start, tuple(held.values()))
                 lines, held = 0, {}
             pos = stop + 1
-            found = self._flagged(data[start:stop], mask, plain=False)
-            if found is None:
-                lines += 1
-                continue
-            yield (lines, *found)
-            lines = 0
+            lines = yield from self._alone(data, start, stop, lines, mask)
             repeats.clear()
         lines += data.count(b"\n", pos, end)
         if held:
             yield lines, "", Spans(data, pos, end, tuple(held.values()))
             lines = 0
         return lines
+
+    def _alone(self, data: bytes, start: int, stop: int, lines: int,
+               mask: int | None = None) -> Generator[Segment, None, int]:
+        """Line `data[start:stop]` (flagged with `mask`, else scanned alone) as a segment of
+        its own after `lines` lines passed over; returns the lines passed over since."""
+        raw = data[start:stop]
+        found = self._flagged(raw, self._line_mask(raw) if mask is None else mask,
+                              plain=False)
+        if found is None:
+            return lines + 1
+        yield (lines, *found)
+        return 0
 
     def _first_kept(self, data: bytes, entry: _Entry, at: int, high: int,
                     repeats_only: Callable[[PhaseRule], bool]) -> int | None:

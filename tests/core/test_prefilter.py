@@ -502,7 +502,7 @@ def test_a_block_of_progress_after_its_first_line_reaches_the_engine_as_a_few_se
     assert prefilter is not None
     progressed = [False]
     segments = []
-    for count, text, match in prefilter.segments(data, lambda: not progressed[0],
+    for count, _text, match in prefilter.segments(data, lambda: not progressed[0],
                                                  lambda rule: rule.id == "loop"):
         progressed[0] = True  # the first segment (a step) is progress
         segments.append((count, match))

@@ -225,3 +225,36 @@ def test_a_generic_phase_that_does_not_nest_is_no_step_inside_a_pack_phase():
     fresh, _ = engine()
     feed(fresh, "Processing batch 1")  # no pack phase open: it names the phase
     assert fresh.state()["phase"] == "generic:train_loop"
+
+
+@pytest.mark.parametrize("prefiltered", [True, False])
+def test_a_healthy_loop_that_uses_the_generic_words_is_never_called_stalled(prefiltered):
+    # Ten minutes of a healthy job, two lines a second: steps advance; a checkpoint is
+    # written every 200 steps (its shards take a few seconds); each epoch ends with an
+    # evaluation; and a `waiting for ...` line comes between steps in a fast loop. The
+    # generic layer names where the job is; none of it is a stall at a 60 s threshold.
+    from hangwatch.core.prefilter import build_prefilter
+
+    rules = load_rule_set()
+    clock = FakeClock()
+    e = Engine(rules, default_stall=60.0, clock=clock,
+               prefilter=build_prefilter(rules) if prefiltered else None)
+    events: list = []
+    for second in range(600):
+        step = second * 2
+        lines = [f"2024-05-02 10:{second // 60:02d}:{second % 60:02d} INFO epoch {step // 300} "
+                 f"step {step} loss 1.{step % 97:02d}",
+                 "waiting for the next batch from the data loader (queue size 4)"]
+        if step % 200 == 0:
+            lines += ["Saving model checkpoint to /ckpt/step_%d" % step,
+                      *(f"writing shard {i} of 4" for i in range(1, 5))]
+        if step % 300 == 298:
+            lines += ["Running evaluation on the validation set", "Evaluation [50/100]",
+                      "Evaluation [100/100] accuracy 0.81"]
+        events += e.feed_block("train.log", "".join(f"{line}\n" for line in lines).encode())
+        clock.advance(1.0)
+        events += e.tick()
+    assert not any(isinstance(ev, StallEvent) for ev in events)
+    named = {ev.phase for ev in events if isinstance(ev, PhaseEvent)}
+    assert {"generic:checkpoint_save", "generic:evaluation"} <= named
+    assert named & {"train_loop", "generic:train_loop"}  # a pack's loop, or the generic one
