@@ -246,7 +246,7 @@ def test_a_healthy_loop_that_uses_the_generic_words_is_never_called_stalled(pref
                  f"step {step} loss 1.{step % 97:02d}",
                  "waiting for the next batch from the data loader (queue size 4)"]
         if step % 200 == 0:
-            lines += ["Saving model checkpoint to /ckpt/step_%d" % step,
+            lines += [f"Saving model checkpoint to /ckpt/step_{step}",
                       *(f"writing shard {i} of 4" for i in range(1, 5))]
         if step % 300 == 298:
             lines += ["Running evaluation on the validation set", "Evaluation [50/100]",
