@@ -368,7 +368,8 @@ class RuleTester:
         self.unwrapper = Unwrapper()
         self._joined: list[int] = []  # of the block being read (core/wrap.py)
         self.counts: Counter[tuple[str, str]] = Counter()
-        self.lines = 0
+        self.lines = 0  # rows of the log read (line numbers)
+        self.joined = 0  # of those, rows a terminal wrapped, joined onto the row before
         self.unmatched = 0
         self.examples: list[str] = []
         self.owner = {r.id: p.name for p in rules.packs for k in KINDS for r in getattr(p, k)}
@@ -378,6 +379,7 @@ class RuleTester:
         terminal wrapped are joined first, as the engine joins them (line numbers are the
         rows where lines begin)."""
         data, self._joined = self.unwrapper.feed(data)
+        self.joined += len(self._joined)
         count = data.count(b"\n")
         rows = count + len(self._joined)
         shown = self.show.within(self.lines + 1, self.lines + rows)
@@ -523,8 +525,9 @@ class RuleTester:
         scope = users or hit_packs
         state = self.engine.state()
         return {
-            "lines": self.lines,
-            "matched": self.lines - self.unmatched,
+            "lines": self.lines - self.joined,
+            "matched": self.lines - self.joined - self.unmatched,
+            "wrapped_rows": self.joined,
             "hits": [{"kind": k, "rule": r, "pack": self.owner.get(r, "?"), "count": n}
                      for (k, r), n in sorted(self.counts.items())],
             "never_hit_scope": sorted(scope),
@@ -588,8 +591,10 @@ def _print_summary(summary: dict[str, Any], out: TextIO, show: Show) -> None:
     plain = summary["lines"] - summary["matched"]
     if show == Show():
         print("(each line explained with --show matched, unmatched, all, N or N-M)", file=out)
-    print(f"\nsummary: {summary['lines']} lines, {summary['matched']} hit a rule, {plain} "
-          f"plain (plain lines are progress)", file=out)
+    wrapped = (f" (after joining {summary['wrapped_rows']} rows a terminal wrapped)"
+               if summary["wrapped_rows"] else "")
+    print(f"\nsummary: {summary['lines']} lines{wrapped}, {summary['matched']} hit a rule, "
+          f"{plain} plain (plain lines are progress)", file=out)
     if summary["hits"]:
         print("hits per rule:", file=out)
         for hit in summary["hits"]:

@@ -93,7 +93,9 @@ def test_rules_test_explains_a_wrapped_record_at_its_first_row(tmp_path: Path):
     report = json.loads(out.getvalue())
     shown = {line["line"]: line["text"] for line in report["lines"]}
     assert shown[11] == RECORDS[6]  # the save record, rows 11 and 12, joined
-    assert report["summary"]["lines"] == len(wrapped(RECORDS, 80).splitlines())
+    rows = len(wrapped(RECORDS, 80).splitlines())
+    assert report["summary"]["lines"] == len(RECORDS)
+    assert report["summary"]["wrapped_rows"] == rows - len(RECORDS)
 
 
 def test_the_same_full_width_line_again_and_again_or_rows_padded_to_the_width_are_no_wrap():
