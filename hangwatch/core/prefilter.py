@@ -260,10 +260,11 @@ class Prefilter:
                  repeats_only: Callable[[PhaseRule], bool]) -> Generator[Segment, None, int]:
         """Lines `pos` to `end` of a block that has shown progress, which no rare rule hits:
         as Spans up to the first line a START that would change something may hit, that line
-        on its own, and so on. Each scan covers a window that grows while nothing stops it
-        and shrinks to twice the distance to a line that did, so that a stretch where every
-        line starts a phase costs no more than one where none does. Returns the lines
-        passed over since the last segment."""
+        on its own, and so on. Each scan covers a window that grows while nothing stops it,
+        and after a stop spans twice the distance to it (STRETCH_WINDOW at least); a run of
+        stops close together goes line by line on the flags (`_one_by_one`), so that a
+        stretch where every line starts a phase costs no more than one scan of it. Returns
+        the lines passed over since the last segment."""
         size, close = STRETCH_WINDOW, 0
         while pos < end:
             if close >= CLOSE_STOPS:  # a phase a line or so: scans would cost more than lines
