@@ -5,15 +5,9 @@ from __future__ import annotations
 
 import datetime
 import os
-import socket
 
 import torch.distributed as dist
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from jobkit import free_port
 
 
 def main() -> None:

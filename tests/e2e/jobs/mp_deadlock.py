@@ -4,15 +4,9 @@ parent waits for them in join()."""
 from __future__ import annotations
 
 import multiprocessing as mp
-import os
 import time
 
-
-def record_pid() -> None:
-    path = os.environ.get("JOB_PIDS_FILE")
-    if path:
-        with open(path, "a") as fh:
-            fh.write(f"{os.getpid()}\n")
+from jobkit import record_pid
 
 
 def worker(name: str, first: mp.synchronize.Lock, second: mp.synchronize.Lock,

@@ -17,27 +17,15 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import socket
 import subprocess
 import sys
 import threading
 from pathlib import Path
 
+from jobkit import free_port, record_pid
+
 ACCUM = 4
 HOUR = datetime.timedelta(hours=1)  # gloo must not time out before the stall is seen
-
-
-def record_pid() -> None:
-    path = os.environ.get("JOB_PIDS_FILE")
-    if path:
-        with open(path, "a") as fh:
-            fh.write(f"{os.getpid()}\n")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def load_batch(rank: int, step: int, args: argparse.Namespace):  # type: ignore[no-untyped-def]
