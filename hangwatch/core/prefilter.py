@@ -181,7 +181,7 @@ class Prefilter:
         self._plans: dict[tuple[int, bool], _Plan] = {}
         # What `hit_counts` takes of a line, by its flags (ASCII) or its patterns found.
         self._counts: dict[int, tuple[tuple[tuple[str, Any], ...], bool] | None] = {}
-        self._counts_found: dict[int, tuple[tuple[tuple[str, Any], ...], bool]] = {}
+        self._keys_by_hits: dict[int, tuple[tuple[tuple[str, Any], ...], bool]] = {}
         # Once a block has shown progress: the progress rules whose lines are set aside
         # whatever the state, the patterns looked for between rare lines (those and the
         # STARTs), and the rare ones (every other kind but noise, which then never matters).
@@ -466,15 +466,12 @@ class Prefilter:
         """What `hit_counts` takes of an ASCII line so flagged (exact noise included): the
         (kind, rule) pairs it counts and whether more than noise hits; None when a `regex`
         search must decide."""
-        known = self._counts.get(mask)
-        if known is None and mask not in self._counts:
+        if mask not in self._counts:
             plan = self._plan(mask, True)
-            if all(e.exact for e in plan.search):  # progress rules: sure hits, uncounted
-                match = _line_match(sorted([*plan.known, *((e, None) for e in plan.search)],
-                                           key=lambda hit: hit[0].pid))
-                known = ((), False) if match is None else _keys(match)
-            self._counts[mask] = known
-        return known
+            exact = all(e.exact for e in plan.search)  # progress rules: sure hits, uncounted
+            hits = sum(1 << e.pid for e in (*(e for e, _ in plan.known), *plan.search))
+            self._counts[mask] = self._keyed(hits) if exact else None
+        return self._counts[mask]
 
     def _loose_masks(self, data: bytes, lines: list[tuple[int, int]]) -> dict[int, int] | None:
         """Line start -> the patterns whose loose forms hit it, for these lines (with bytes
@@ -502,12 +499,19 @@ class Prefilter:
         for pid in _bits(mask):
             if pid < self._other_id and self._search(self._entries[pid].pattern, text):
                 hits |= 1 << pid
-        known = self._counts_found.get(hits)
+        return self._keyed(hits)
+
+    def _keyed(self, hits: int) -> tuple[tuple[tuple[str, Any], ...], bool]:
+        """The (kind, rule) pairs a line that these patterns hit counts, and whether more
+        than noise hits it: as `_line_match`, and when only noise counts (a pack's noise
+        outranks generic words), the first noise rule, as RuleSet.match says."""
+        known = self._keys_by_hits.get(hits)
         if known is None:
-            match = _line_match([(self._entries[pid], None) for pid in _bits(hits)])
-            if match is QUIET:  # noise only: the first noise rule, as RuleSet.match says
-                match = LineMatch(noise=self._entries[next(_bits(hits))].rule)
-            known = self._counts_found[hits] = ((), False) if match is None else _keys(match)
+            entries = [self._entries[pid] for pid in _bits(hits)]
+            match = _line_match([(e, None) for e in entries])
+            if match is QUIET:
+                match = LineMatch(noise=next(e.rule for e in entries if e.kind == "noise"))
+            known = self._keys_by_hits[hits] = ((), False) if match is None else _keys(match)
         return known
 
     def hit_lines(self, data: bytes, *, noise_lines: bool = True

@@ -614,3 +614,29 @@ def test_a_pack_of_thousands_of_phases_starts_each_as_line_by_line():
     data = b"".join(b"marker %d begins\n" % i for i in range(0, 2000, 3))
     events = assert_same_engine(rules, data, block=len(data))
     assert sum(isinstance(e, PhaseEvent) and e.state == "started" for e in events) == 667
+
+
+def test_counting_hits_agrees_with_listing_them_where_a_pack_noise_outranks_generic_words():
+    # `rules test` counts blocks it does not show from the flags: a line that only a pack's
+    # noise counts, because that noise outranks the generic words on it, is a noise hit there
+    # too, on ASCII lines and on lines with other bytes.
+    rules = RuleSet([RulePack(name="t", file="t.yaml", noise=(NoiseRule("spew", r"NCCL INFO",
+                                                                        ORIGIN),),
+                              phases=LAYERED.phases)])
+    prefilter = build_prefilter(rules)
+    assert prefilter is not None
+    data = "".join(f"{line}\n" for line in (
+        "x NCCL INFO Pending 2 GPUs", "NCCL INFO Pending 2 GPUs \u2588", "Pending 3 GPUs",
+        "step 4 - a", "plain")).encode()
+    counts, matched, feed = prefilter.hit_counts(data)
+    listed, _noise = prefilter.hit_lines(data)
+    expected: dict = {}
+    for _, _, match in listed:
+        for kind, rules_hit in (("start", match.phase_starts), ("done", match.phase_dones)):
+            for rule in rules_hit:
+                expected[(kind, rule)] = expected.get((kind, rule), 0) + 1
+        if match.noise is not None:
+            expected[("noise", match.noise)] = expected.get(("noise", match.noise), 0) + 1
+    assert dict(counts) == expected and matched == len(listed) == 4
+    assert counts[("noise", rules.noise[0])] == 2
+    assert feed == [b"Pending 3 GPUs", b"step 4 - a"]
