@@ -50,9 +50,11 @@ class Unwrapper:
         return _join(data, self.width)
 
     def _learn(self, data: bytes) -> None:
-        rows = data[:-1].split(b"\n") if data.endswith(b"\n") else data.split(b"\n")
-        rows = rows[:DETECT_ROWS - self._rows + 1]  # one more: the last row's successor
-        for i, raw in enumerate(rows[:DETECT_ROWS - self._rows]):
+        wanted = DETECT_ROWS - self._rows
+        # One row more than those looked at (the last one's successor), split from the front
+        # only: a 1 MiB block costs what those rows weigh.
+        rows = data.removesuffix(b"\n").split(b"\n", wanted + 1)[:wanted + 1]
+        for i, raw in enumerate(rows[:wanted]):
             width = len(raw.decode("utf-8", "replace"))
             if width > self._longest:
                 self._longest, self._full, self._running_on = width, 0, 0
@@ -60,7 +62,7 @@ class Unwrapper:
                 self._full += 1
                 after = rows[i + 1] if i + 1 < len(rows) else None
                 self._running_on += after is not None and _tail(after, width)
-        self._rows += min(len(rows), DETECT_ROWS - self._rows)
+        self._rows += min(len(rows), wanted)
         wrapped = (self._longest in WIDTHS and self._running_on >= WRAPPED_ROWS
                    and 3 * self._running_on >= self._full)
         self.width = self._longest if wrapped else None
