@@ -14,9 +14,9 @@ from pathlib import Path
 
 from hangwatch.commands.check import read_log
 from hangwatch.commands.watch import make_engine
-from hangwatch.config import load_rule_set
 from hangwatch.core.clock import SystemClock
 from hangwatch.core.engine import Engine
+from hangwatch.packs.load import load_rule_set
 
 
 def main() -> int:

@@ -19,9 +19,9 @@ from pathlib import Path
 from live_writer import MARK
 
 from hangwatch.commands.watch import make_engine
-from hangwatch.config import load_rule_set
-from hangwatch.feed import Block
-from hangwatch.follow import Follower
+from hangwatch.packs.load import load_rule_set
+from hangwatch.sources.feed import Block
+from hangwatch.sources.follow import Follower
 
 SAMPLE_S = 1.0
 DRAIN_S = 10.0

@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from hangwatch.commands.watch import engine_for
-from hangwatch.config import load_rule_set
 from hangwatch.core.durations import format_duration
 from hangwatch.core.engine import Engine
 from hangwatch.core.lines import LineSplitter
 from hangwatch.errors import ExitStatus, HangwatchError
 from hangwatch.escape.terminal import safe
+from hangwatch.packs.load import load_rule_set
 from hangwatch.reporters.base import wait_lines, where_text
 from hangwatch.reporters.ranks import COLUMNS, grouped, stall_lines
 

@@ -19,7 +19,6 @@ from typing import Any, TextIO
 
 import regex
 
-from hangwatch.config import load_builtin_packs, load_pack_file, load_rule_set, rule_files
 from hangwatch.core.clock import FakeClock
 from hangwatch.core.engine import Engine
 from hangwatch.core.events import PhaseEvent
@@ -30,6 +29,7 @@ from hangwatch.core.rules import KINDS, LineMatch, RuleSet
 from hangwatch.core.wrap import Unwrapper, physical
 from hangwatch.errors import ConfigError, ConfigErrors, ExitStatus, HangwatchError
 from hangwatch.escape.terminal import safe
+from hangwatch.packs.load import load_builtin_packs, load_pack_file, load_rule_set, rule_files
 
 READ_SIZE = 1 << 20
 EXAMPLES = 5  # unmatched lines shown in the summary
@@ -356,7 +356,7 @@ class RuleTester:
 
     def __init__(self, rules: RuleSet, show: Show = Show()) -> None:
         from hangwatch.core.prefilter import build_prefilter
-        from hangwatch.prefilter_cache import default_store
+        from hangwatch.storage.cache import default_store
 
         self.rules = rules
         self.show = show

@@ -25,14 +25,14 @@ from hangwatch.commands.watch import (
     history_for,
     snapshot_options,
 )
-from hangwatch.config import load_rule_set
 from hangwatch.core.durations import format_duration
 from hangwatch.core.events import Incident
-from hangwatch.daemon import Session, SessionOptions, evidence_collector
 from hangwatch.errors import ExitStatus
-from hangwatch.feed import Block, EndOfInput, Partial
+from hangwatch.jobs.job import Job, JobStartError, Terminal, adopt_orphans
+from hangwatch.packs.load import load_rule_set
 from hangwatch.reporters.base import Reporter
-from hangwatch.runner import Job, JobStartError, Terminal, adopt_orphans
+from hangwatch.session.session import Session, SessionOptions, evidence_collector
+from hangwatch.sources.feed import Block, EndOfInput, Partial
 
 FORWARDED = {signal.SIGINT: ExitStatus.INTERRUPTED, signal.SIGTERM: ExitStatus.TERMINATED}
 STUCK_AFTER_S = 30.0  # past the grace and SIGKILL: a process in uninterruptible sleep

@@ -18,10 +18,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from hangwatch.core.evidence import process_label
-from hangwatch.errors import ExitStatus, HangwatchError
-from hangwatch.escape.terminal import rich_text, safe, safe_lines
-from hangwatch.snapshot import (
+from hangwatch.collectors.snapshot import (
     GPU_COLUMNS,
     PROCESS_COLUMNS,
     SnapshotOptions,
@@ -32,6 +29,9 @@ from hangwatch.snapshot import (
     system_lines,
     take_snapshot,
 )
+from hangwatch.core.evidence import process_label
+from hangwatch.errors import ExitStatus, HangwatchError
+from hangwatch.escape.terminal import rich_text, safe, safe_lines
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

@@ -8,14 +8,14 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from hangwatch.commands import alerting
-from hangwatch.config import load_rule_set
 from hangwatch.core.clock import SystemClock
 from hangwatch.core.engine import Engine
 from hangwatch.core.history import History
 from hangwatch.core.rules import RuleSet
-from hangwatch.daemon import Session, SessionOptions, evidence_collector
 from hangwatch.errors import ExitStatus, HangwatchError
+from hangwatch.packs.load import load_rule_set
 from hangwatch.reporters.base import Reporter
+from hangwatch.session.session import Session, SessionOptions, evidence_collector
 
 LIVE_REFRESH_S = 1.0
 
@@ -27,7 +27,7 @@ def make_engine(rules: RuleSet, stall: float, *, stall_given: bool = False,
     (hyperscan installed, patterns it can follow), else matching line by line. Its compiled
     databases are kept in the user's cache folder."""
     from hangwatch.core.prefilter import build_prefilter
-    from hangwatch.prefilter_cache import default_store
+    from hangwatch.storage.cache import default_store
 
     return Engine(rules, default_stall=stall, clock=SystemClock(),
                   prefilter=build_prefilter(rules, default_store()), stall_given=stall_given,
@@ -96,14 +96,14 @@ def events_reporters(args: argparse.Namespace) -> list[Reporter]:
 
 def snapshot_options(args: argparse.Namespace, paths: Sequence[Path],
                      known_tree: Sequence[int] = ()) -> Any:
-    from hangwatch.snapshot import SnapshotOptions
+    from hangwatch.collectors.snapshot import SnapshotOptions
 
     return SnapshotOptions(pids=tuple(args.pid), match=args.match, log_paths=tuple(paths),
                            stacks=args.stacks, native=args.native, known_tree=tuple(known_tree))
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from hangwatch.follow import FollowerGroup
+    from hangwatch.sources.follow import FollowerGroup
 
     rules = load_rule_set(args.rules)
     paths = [Path(p) for p in args.logs]

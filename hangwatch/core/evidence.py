@@ -1,8 +1,8 @@
 """Advice chosen by evidence: facts read off a snapshot, matched against `diagnoses` rules.
 
-A snapshot is plain data (see hangwatch/snapshot.py). Each fact has a value from WHEN_KEYS and
-the concrete evidence behind it ("GPU0 util 100%, GPU1 util 99%"), which travels with the
-advice it selects so a reader can judge it.
+A snapshot is plain data (see hangwatch/collectors/snapshot.py). Each fact has a value from
+WHEN_KEYS and the concrete evidence behind it ("GPU0 util 100%, GPU1 util 99%"), which
+travels with the advice it selects so a reader can judge it.
 """
 
 from __future__ import annotations

@@ -26,8 +26,8 @@ from hangwatch import __version__
 from hangwatch.core.engine import Engine
 from hangwatch.core.events import FinishEvent
 from hangwatch.core.phases import PhaseTracker
-from hangwatch.feed import FilePos
-from hangwatch.files import write_atomic
+from hangwatch.sources.feed import FilePos
+from hangwatch.storage.files import write_atomic
 
 STATE_VERSION = 1
 

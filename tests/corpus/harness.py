@@ -20,13 +20,13 @@ from typing import Any
 import yaml
 
 from hangwatch.commands.check import read_log, result
-from hangwatch.config import load_builtin_packs
 from hangwatch.core.clock import SystemClock
 from hangwatch.core.engine import Engine
 from hangwatch.core.model import RulePack
 from hangwatch.core.prefilter import Prefilter, build_prefilter
 from hangwatch.core.rules import RuleSet
-from hangwatch.prefilter_cache import default_store
+from hangwatch.packs.load import load_builtin_packs
+from hangwatch.storage.cache import default_store
 
 CORPUS = Path(__file__).resolve().parent
 INDEX = CORPUS / "index.yaml"

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 
-from hangwatch.config import load_rule_set
 from hangwatch.core.clock import FakeClock
 from hangwatch.core.engine import Engine
 from hangwatch.core.phases import PhaseTracker
-from hangwatch.feed import FilePos
+from hangwatch.packs.load import load_rule_set
 from hangwatch.service.state import (
     Episode,
     StateStore,
@@ -20,6 +19,7 @@ from hangwatch.service.state import (
     engine_snapshot,
     restore_engine,
 )
+from hangwatch.sources.feed import FilePos
 
 LINES = (b"[ACTOR] init_model START\n[ACTOR] init_model DONE\n"
          b"[ROLLOUT] init_model START\n[SYNC] Starting weight synchronization\n")

@@ -16,13 +16,13 @@ from pathlib import Path
 import psutil
 import pytest
 
-from hangwatch import snapshot as snapshot_module
+from hangwatch.collectors import snapshot as snapshot_module
 from hangwatch.collectors.gpu import NVML_MODULE_ENV
+from hangwatch.collectors.snapshot import SnapshotOptions, key_findings, take_snapshot
 from hangwatch.collectors.stacks import PTRACE_HINT
 from hangwatch.commands import snapshot as snapshot_command
-from hangwatch.config import load_pack_file
 from hangwatch.core.evidence import diagnose
-from hangwatch.snapshot import SnapshotOptions, key_findings, take_snapshot
+from hangwatch.packs.load import load_pack_file
 from tests.fakes.jobs import ZOMBIE_PARENT, stack_of, wait_for_text
 
 FAKE_NVML = str(Path(__file__).resolve().parent / "fakes" / "fake_nvml.py")

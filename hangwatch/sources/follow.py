@@ -40,8 +40,8 @@ from typing import Literal, ParamSpec, TypeVar
 
 from hangwatch.core.events import Notice
 from hangwatch.core.lines import PARTIAL_AFTER_S, LineSplitter
-from hangwatch.feed import Block, CaughtUp, FilePos, Partial
-from hangwatch.notify import DirectoryWatcher, NotWatchable
+from hangwatch.sources.feed import Block, CaughtUp, FilePos, Partial
+from hangwatch.sources.notify import DirectoryWatcher, NotWatchable
 
 NoticeKind = Literal[
     "waiting", "appeared", "replaced", "truncated", "deleted", "unreadable", "readable", "polling"

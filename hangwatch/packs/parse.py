@@ -1,15 +1,13 @@
-"""Load rule packs from YAML into validated plain data, reporting every problem with its place."""
+"""The rule-pack format: one pack's YAML into validated plain data (core/model.py's rules),
+every problem reported with its place (`file:line: rule <id>: ...`)."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import regex
-import yaml
 
 from hangwatch.core.durations import parse_duration
 from hangwatch.core.evidence import WHEN_KEYS
@@ -19,14 +17,15 @@ from hangwatch.core.model import (
     FinishRule,
     NoiseRule,
     Origin,
+    PackCheck,
     PhaseRule,
     ProgressRule,
     RankRule,
     RulePack,
     SignalRule,
 )
-from hangwatch.core.rules import RuleSet
 from hangwatch.errors import ConfigError, ConfigErrors
+from hangwatch.storage.yamlfile import YamlMapping, parse_yaml
 
 PACK_KEYS = {"pack", "description", "extends", "layer", "phases", "signals", "noise",
              "progress", "finish", "diagnoses", "checks", "ranks"}
@@ -46,8 +45,6 @@ SECTION_KEYS: dict[str, tuple[set[str], set[str]]] = {
 # Limits on what a rule file may ask of hangwatch, far above any real pack (the largest
 # built-in pattern is under 200 characters, the largest pack under 40 patterns), so that a
 # file from anywhere cannot make loading or matching slow or big.
-MAX_FILE_BYTES = 1 << 20
-MAX_VALUES = 100_000  # scalars, lists and mappings, counting each alias as what it repeats
 MAX_PATTERN_CHARS = 2000
 MAX_PATTERNS = 10_000  # regular expressions in one file: generated per-step packs run to thousands
 ID_PATTERN = regex.compile(r"[a-z][a-z0-9_]*")
@@ -55,112 +52,10 @@ PACK_NAME_PATTERN = regex.compile(r"[a-z][a-z0-9_.-]*")
 ENV_NAME_PATTERN = regex.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-@dataclass(frozen=True)
-class PackCheck:
-    """A preflight check from a pack's `checks:` (run by `hangwatch doctor`): an environment
-    variable that must be set, or a path that must exist."""
 
-    id: str
-    kind: str  # "env" or "path"
-    target: str
-    status: str  # what a miss is: "fail" or "warn"
-    fix: str
-    origin: Origin
-
-
-class _Mapping(dict[Any, Any]):
-    """A YAML mapping that remembers the line of itself and of each key."""
-
-    line: int = 0
-    key_lines: dict[str, int]
-
-
-# libyaml's parser, where PyYAML was built with it, reads the packs about 4x faster.
-_SafeLoader = yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader
-
-
-class _LineLoader(_SafeLoader):  # type: ignore[valid-type,misc]
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> _Mapping:
-        mapping = _Mapping()
-        mapping.line = node.start_mark.line + 1
-        mapping.key_lines = {}
-        for key_node, value_node in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if key in mapping:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r}", key_node.start_mark
-                )
-            mapping[key] = self.construct_object(value_node, deep=deep)
-            mapping.key_lines[str(key)] = key_node.start_mark.line + 1
-        return mapping
-
-
-_LineLoader.add_constructor(
-    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _LineLoader.construct_mapping
-)
-
-
-def builtin_rules_dir() -> Path:
-    """The packs shipped inside the wheel, else the checkout's top-level rules/ (source runs)."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "rules", here.parent / "rules"):
-        if candidate.is_dir():
-            return candidate
-    return here / "rules"
-
-
-def rule_files(path: Path) -> list[Path]:
-    if path.is_dir():
-        return sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
-    if not path.exists():
-        raise ConfigError("no such rule file or folder", file=str(path))
-    return [path]
-
-
-def load_builtin_packs() -> list[RulePack]:
-    return [load_pack_file(p, builtin=True) for p in rule_files(builtin_rules_dir())]
-
-
-def load_pack_file(path: Path, *, builtin: bool = False) -> RulePack:
-    """Parse and validate one file; raise ConfigErrors listing every problem in it."""
-    name = str(path)
-    try:
-        with path.open("rb") as fh:
-            data = fh.read(MAX_FILE_BYTES + 1)
-        text = data.decode("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigErrors([ConfigError(f"cannot read: {exc}", file=name)]) from None
-    if len(data) > MAX_FILE_BYTES:
-        raise ConfigErrors([ConfigError(f"larger than {MAX_FILE_BYTES // 1024} KiB: not a rule "
-                                        f"pack", file=name)])
-    return load_pack_text(text, name, builtin=builtin)
-
-
-YamlMapping = _Mapping
-
-
-def parse_yaml(text: str, name: str) -> Any:
-    """YAML whose mappings are YamlMappings (they know their lines); a syntax error or a
-    duplicate key raises ConfigErrors naming `name` and the line."""
-    try:
-        doc = yaml.load(text, Loader=_LineLoader)  # safe: a SafeLoader with line numbers
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark
-        line = mark.line + 1 if mark else 0
-        raise ConfigErrors(
-            [ConfigError(f"invalid YAML: {exc.problem or exc}", file=name, line=line)]
-        ) from None
-    except yaml.YAMLError as exc:
-        raise ConfigErrors([ConfigError(f"invalid YAML: {exc}", file=name)]) from None
-    _refuse_alias_bomb(doc, name)
-    return doc
-
-
-def load_pack_text(text: str, name: str, *, builtin: bool = False) -> RulePack:
-    return _parse_pack(text, name, builtin)[0]
-
-
-def _parse_pack(text: str, name: str, builtin: bool) -> tuple[RulePack, tuple[PackCheck, ...]]:
+def parse_pack(text: str, name: str, builtin: bool) -> tuple[RulePack, tuple[PackCheck, ...]]:
+    """Parse and validate one pack's text; raise ConfigErrors listing every problem in it.
+    The pack's `checks:` come apart: `hangwatch doctor` runs them, the engine never sees them."""
     doc = parse_yaml(text, name)
     errors: list[ConfigError] = []
     parser = _PackParser(name, errors, builtin)
@@ -168,36 +63,6 @@ def _parse_pack(text: str, name: str, builtin: bool) -> tuple[RulePack, tuple[Pa
     if errors or pack is None:
         raise ConfigErrors(errors)
     return pack, parser.checks
-
-
-def _refuse_alias_bomb(doc: Any, name: str) -> None:
-    """Aliases make a small file stand for a huge document ("billion laughs"). The loader
-    shares what an alias repeats, so loading is cheap; anything that walked the document
-    (validation, error messages) would not be. Count values as a walk would see them, and
-    stop at MAX_VALUES."""
-    budget = [MAX_VALUES]
-
-    def walk(value: Any) -> None:
-        budget[0] -= 1
-        if budget[0] < 0:
-            raise OverflowError
-        if isinstance(value, dict):
-            for key, item in value.items():
-                walk(key)
-                walk(item)
-        elif isinstance(value, list):
-            for item in value:
-                walk(item)
-
-    top = doc.items() if isinstance(doc, _Mapping) else [("", doc)]
-    for key, value in top:
-        try:
-            walk(value)
-        except (OverflowError, RecursionError):
-            line = doc.key_lines.get(str(key), 1) if isinstance(doc, _Mapping) else 1
-            raise ConfigErrors([ConfigError(
-                f"`{key}` expands to more than {MAX_VALUES} values through YAML aliases "
-                f"(*name): refused", file=name, line=line)]) from None
 
 
 class _PackParser:
@@ -214,7 +79,7 @@ class _PackParser:
         self.errors.append(ConfigError(message, file=self.file, line=line, rule=rule))
 
     def parse(self, doc: Any) -> RulePack | None:
-        if not isinstance(doc, _Mapping):
+        if not isinstance(doc, YamlMapping):
             self.error("a rule pack is a mapping with at least a `pack` key", 1)
             return None
         for key in doc:
@@ -263,7 +128,7 @@ class _PackParser:
             ranks=tuple(sections["ranks"]),
         )
 
-    def _section(self, doc: _Mapping, section: str, seen: dict[str, int]) -> Iterator[Any]:
+    def _section(self, doc: YamlMapping, section: str, seen: dict[str, int]) -> Iterator[Any]:
         items = doc.get(section)
         if items is None:
             return
@@ -272,7 +137,7 @@ class _PackParser:
             return
         required, optional = SECTION_KEYS[section]
         for item in items:
-            if not isinstance(item, _Mapping):
+            if not isinstance(item, YamlMapping):
                 self.error(f"each entry of `{section}` must be a mapping with an `id`",
                            doc.key_lines[section])
                 continue
@@ -311,7 +176,7 @@ class _PackParser:
 
     # --- one builder per section; each validates its values ---------------------------
 
-    def _phases(self, item: _Mapping, origin: Origin) -> PhaseRule | None:
+    def _phases(self, item: YamlMapping, origin: Origin) -> PhaseRule | None:
         start = self._regex(item, "start")
         done = self._regex(item, "done") if "done" in item else None
         stall_after = None
@@ -338,7 +203,7 @@ class _PackParser:
                          stall_after=stall_after, advice=self._advice(item), origin=origin,
                          parent=parent, nests=nests)
 
-    def _signals(self, item: _Mapping, origin: Origin) -> SignalRule | None:
+    def _signals(self, item: YamlMapping, origin: Origin) -> SignalRule | None:
         pattern = self._regex(item, "match")
         severity = item.get("severity", "warning")
         if severity not in SEVERITIES:
@@ -350,15 +215,15 @@ class _PackParser:
         return SignalRule(id=item["id"], match=pattern, severity=severity,
                           advice=self._advice(item), origin=origin)
 
-    def _noise(self, item: _Mapping, origin: Origin) -> NoiseRule | None:
+    def _noise(self, item: YamlMapping, origin: Origin) -> NoiseRule | None:
         pattern = self._regex(item, "match")
         return None if pattern is None else NoiseRule(id=item["id"], match=pattern, origin=origin)
 
-    def _finish(self, item: _Mapping, origin: Origin) -> FinishRule | None:
+    def _finish(self, item: YamlMapping, origin: Origin) -> FinishRule | None:
         pattern = self._regex(item, "match")
         return None if pattern is None else FinishRule(id=item["id"], match=pattern, origin=origin)
 
-    def _progress(self, item: _Mapping, origin: Origin) -> ProgressRule | None:
+    def _progress(self, item: YamlMapping, origin: Origin) -> ProgressRule | None:
         pattern = self._regex(item, "match")
         if pattern is None:
             return None
@@ -381,7 +246,7 @@ class _PackParser:
         return ProgressRule(id=item["id"], match=pattern, counter=counter, heartbeat=heartbeat,
                             origin=origin)
 
-    def _ranks(self, item: _Mapping, origin: Origin) -> RankRule | None:
+    def _ranks(self, item: YamlMapping, origin: Origin) -> RankRule | None:
         pattern = self._regex(item, "match")
         if pattern is None:
             return None
@@ -391,9 +256,9 @@ class _PackParser:
             return None
         return RankRule(id=item["id"], match=pattern, origin=origin)
 
-    def _diagnoses(self, item: _Mapping, origin: Origin) -> DiagnosisRule | None:
+    def _diagnoses(self, item: YamlMapping, origin: Origin) -> DiagnosisRule | None:
         when = item["when"]
-        if not isinstance(when, _Mapping) or not when:
+        if not isinstance(when, YamlMapping) or not when:
             self.error("`when` must be a mapping of conditions (e.g. `gpus: busy`)",
                        item.key_lines["when"], item["id"])
             return None
@@ -420,7 +285,7 @@ class _PackParser:
         return DiagnosisRule(id=item["id"], when=tuple(conditions), advice=self._advice(item),
                              origin=origin)
 
-    def _checks(self, item: _Mapping, origin: Origin) -> PackCheck | None:
+    def _checks(self, item: YamlMapping, origin: Origin) -> PackCheck | None:
         kinds = [k for k in ("env", "path") if k in item]
         if len(kinds) != 1:
             self.error("a check needs one of `env: NAME` (a variable that must be set) or "
@@ -446,7 +311,7 @@ class _PackParser:
 
     # --- shared value checks -------------------------------------------------------------
 
-    def _regex(self, item: _Mapping, key: str) -> str | None:
+    def _regex(self, item: YamlMapping, key: str) -> str | None:
         value = item.get(key)
         line = item.key_lines.get(key, item.line)
         if not isinstance(value, str) or not value:
@@ -472,11 +337,11 @@ class _PackParser:
             self.error(f"bad regex in `{key}`: {exc.msg}{pos}: {pattern!r}", line, rule)
             return None
 
-    def _advice(self, item: _Mapping) -> tuple[str, ...]:
+    def _advice(self, item: YamlMapping) -> tuple[str, ...]:
         return tuple(s.strip() for s in self._string_list(item, "advice", item.line,
                                                            item.get("id", "")))
 
-    def _string_list(self, doc: _Mapping, key: str, line: int, rule: str) -> list[str]:
+    def _string_list(self, doc: YamlMapping, key: str, line: int, rule: str) -> list[str]:
         value = doc.get(key)
         if value is None:
             return []
@@ -487,49 +352,3 @@ class _PackParser:
             return []
         return list(value)
 
-
-def load_user_packs(paths: Iterable[Path]) -> list[RulePack]:
-    """Load `--rules` files and folders, collecting the errors of all files before raising."""
-    packs: list[RulePack] = []
-    errors: list[ConfigError] = []
-    for path in paths:
-        try:
-            files = rule_files(path)
-        except ConfigError as exc:
-            errors.append(exc)
-            continue
-        for file in files:
-            try:
-                packs.append(load_pack_file(file))
-            except ConfigErrors as exc:
-                errors.extend(exc.errors)
-    if errors:
-        raise ConfigErrors(errors)
-    return packs
-
-
-def load_pack_checks(extra: Iterable[str | Path] = ()) -> list[PackCheck]:
-    """The `checks:` of the built-in packs and of the user's `--rules` files and folders."""
-    checks: list[PackCheck] = []
-    errors: list[ConfigError] = []
-    files = [(p, True) for p in rule_files(builtin_rules_dir())]
-    for path in (Path(p) for p in extra):
-        try:
-            files += [(f, False) for f in rule_files(path)]
-        except ConfigError as exc:
-            errors.append(exc)
-    for file, builtin in files:
-        try:
-            checks += _parse_pack(file.read_text(encoding="utf-8"), str(file), builtin)[1]
-        except ConfigErrors as exc:
-            errors.extend(exc.errors)
-        except (OSError, UnicodeDecodeError) as exc:
-            errors.append(ConfigError(f"cannot read: {exc}", file=str(file)))
-    if errors:
-        raise ConfigErrors(errors)
-    return checks
-
-
-def load_rule_set(extra: Iterable[str | Path] = ()) -> RuleSet:
-    """The built-in packs plus the user's `--rules` files and folders, merged and compiled."""
-    return RuleSet([*load_builtin_packs(), *load_user_packs(Path(p) for p in extra)])

@@ -84,7 +84,7 @@ def _exec(value: Any, error: Callable[[str], None]) -> TargetSpec | None:
 
 def load_alert_targets(path: Path) -> list[TargetSpec]:
     """Only the `alerts:` key of a service config file; the rest is `serve`'s to check."""
-    from hangwatch.config import parse_yaml
+    from hangwatch.storage.yamlfile import parse_yaml
 
     name = str(path)
     try:

@@ -29,7 +29,7 @@ import psutil
 from hangwatch.collectors.discover import ProcFS, descendants
 from hangwatch.core.lines import MAX_LINE, PARTIAL_AFTER_S, LineSplitter
 from hangwatch.errors import HangwatchError
-from hangwatch.files import discard_output
+from hangwatch.storage.files import discard_output
 
 Stream = Literal["stdout", "stderr"]
 Echo = Callable[[Stream, bytes], None]

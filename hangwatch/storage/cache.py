@@ -14,7 +14,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from hangwatch.files import write_atomic
+from hangwatch.storage.files import write_atomic
 
 CACHE_ENV = "HANGWATCH_CACHE_DIR"
 KEEP = 48  # newest databases kept (about 250 KB each): several rule sets' worth

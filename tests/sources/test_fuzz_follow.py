@@ -12,12 +12,12 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hangwatch.config import load_rule_set
 from hangwatch.core.clock import FakeClock
 from hangwatch.core.engine import Engine
 from hangwatch.core.lines import LineSplitter
-from hangwatch.feed import Block, CaughtUp, Notice
-from hangwatch.follow import Follower
+from hangwatch.packs.load import load_rule_set
+from hangwatch.sources.feed import Block, CaughtUp, Notice
+from hangwatch.sources.follow import Follower
 
 RULES = load_rule_set()
 

@@ -25,10 +25,6 @@ from hangwatch.core.events import (
 from hangwatch.core.history import History
 from hangwatch.core.prefilter import Prefilter
 from hangwatch.core.rules import RuleSet
-from hangwatch.daemon import Session, SessionOptions, TurnHook, evidence_collector
-from hangwatch.feed import Block, CaughtUp, FilePos
-from hangwatch.follow import Follower
-from hangwatch.notify import DirectoryWatcher
 from hangwatch.reporters.base import Reporter, View
 from hangwatch.service.blind import BlindTracker, Key
 from hangwatch.service.config import WatchConfig
@@ -40,6 +36,10 @@ from hangwatch.service.state import (
     engine_snapshot,
     restore_engine,
 )
+from hangwatch.session.session import Session, SessionOptions, TurnHook, evidence_collector
+from hangwatch.sources.feed import Block, CaughtUp, FilePos
+from hangwatch.sources.follow import Follower
+from hangwatch.sources.notify import DirectoryWatcher
 
 SAVE_EVERY_S = 2.0  # a restart re-reads at most this much of what was handled
 # With notifications on, a quiet log is looked at this often (each look costs CPU, times
@@ -288,7 +288,7 @@ class WatchRuntime:
         return session
 
     def _snapshot_options(self) -> Any:
-        from hangwatch.snapshot import SnapshotOptions
+        from hangwatch.collectors.snapshot import SnapshotOptions
 
         c = self.config
         return SnapshotOptions(pids=c.pid, match=c.match, stacks=c.stacks, native=c.native,

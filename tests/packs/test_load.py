@@ -5,9 +5,9 @@ from pathlib import Path
 import pytest
 
 from hangwatch.cli import main
-from hangwatch.config import load_pack_text, load_rule_set, load_user_packs
 from hangwatch.core.rules import RuleSet
 from hangwatch.errors import ConfigErrors
+from hangwatch.packs.load import load_pack_text, load_rule_set, load_user_packs
 
 
 def errors_of(text: str) -> list[str]:

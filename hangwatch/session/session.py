@@ -21,9 +21,9 @@ from hangwatch.core.engine import Engine
 from hangwatch.core.events import Advice, Event, Incident, Notice, StallEvent
 from hangwatch.core.rules import RuleSet
 from hangwatch.errors import ExitStatus
-from hangwatch.feed import Block, CaughtUp, EndOfInput, Partial
 from hangwatch.reporters.advice import rank_advice
 from hangwatch.reporters.base import Reporter, View
+from hangwatch.sources.feed import Block, CaughtUp, EndOfInput, Partial
 
 TAIL_LINES = 200
 QUEUE_BLOCKS = 16  # blocks are up to 1 MiB: back-pressure keeps a catch-up's memory flat
@@ -268,8 +268,8 @@ def evidence_collector(rules: RuleSet, options: Callable[[], Any]) -> Collector:
     advice its evidence supports."""
 
     def collect(stall: StallEvent) -> tuple[dict[str, Any] | None, list[Advice], list[str]]:
+        from hangwatch.collectors.snapshot import key_findings, take_snapshot
         from hangwatch.core.evidence import diagnose
-        from hangwatch.snapshot import key_findings, take_snapshot
 
         snapshot = take_snapshot(options())
         advice = diagnose(rules.diagnoses, snapshot, phase=stall.phase,

@@ -1,6 +1,6 @@
 """A tiny stand-in for a verl GKD job: it logs its way to weight sync, then hangs there.
 
-Run by `hangwatch demo` as `python -m hangwatch.demo_job LOG`. The hang is real: the process
+Run by `hangwatch demo` as `python -m hangwatch.jobs.demo_job LOG`. The hang is real: the process
 blocks reading a pipe that nobody will ever write, as a rank waits on a peer that never comes.
 """
 

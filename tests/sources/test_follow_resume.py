@@ -7,8 +7,8 @@ import os
 import queue
 import time
 
-from hangwatch.feed import Block, CaughtUp, FilePos
-from hangwatch.follow import Follower, fingerprint
+from hangwatch.sources.feed import Block, CaughtUp, FilePos
+from hangwatch.sources.follow import Follower, fingerprint
 
 
 def read(path, resume, until_lines: int | None = None, timeout: float = 5.0):

@@ -7,13 +7,13 @@ import threading
 import time
 from pathlib import Path
 
-from hangwatch.config import load_rule_set
 from hangwatch.core.clock import SystemClock
 from hangwatch.core.engine import Engine
 from hangwatch.core.events import Incident, Notice, PhaseEvent, StallEvent
-from hangwatch.daemon import Session, SessionOptions
-from hangwatch.feed import Block, CaughtUp, EndOfInput
+from hangwatch.packs.load import load_rule_set
 from hangwatch.reporters.base import View
+from hangwatch.session.session import Session, SessionOptions
+from hangwatch.sources.feed import Block, CaughtUp, EndOfInput
 
 
 class Recorder:

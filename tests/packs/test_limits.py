@@ -10,20 +10,19 @@ from pathlib import Path
 
 import pytest
 
-from hangwatch.config import (
-    MAX_PATTERN_CHARS,
-    MAX_PATTERNS,
-    MAX_VALUES,
-    load_builtin_packs,
-    load_pack_file,
-    load_pack_text,
-)
 from hangwatch.core import rules as rules_module
 from hangwatch.core.clock import FakeClock
 from hangwatch.core.engine import Engine
 from hangwatch.core.prefilter import build_prefilter
 from hangwatch.core.rules import RuleSet
 from hangwatch.errors import ConfigErrors
+from hangwatch.packs.load import (
+    load_builtin_packs,
+    load_pack_file,
+    load_pack_text,
+)
+from hangwatch.packs.parse import MAX_PATTERN_CHARS, MAX_PATTERNS
+from hangwatch.storage.yamlfile import MAX_VALUES
 
 BOMB = """\
 pack: laughs

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from hangwatch.config import load_rule_set
 from hangwatch.core.prefilter import Pending, Plain, Prefilter, try_build
-from hangwatch.prefilter_cache import CACHE_ENV, KEEP, SUFFIX, DiskStore, default_store
+from hangwatch.packs.load import load_rule_set
+from hangwatch.storage.cache import CACHE_ENV, KEEP, SUFFIX, DiskStore, default_store
 
 hyperscan = pytest.importorskip("hyperscan")
 

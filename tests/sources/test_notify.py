@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hangwatch.notify import DirectoryWatcher, NotWatchable, is_remote_fs, mount_fs_type
+from hangwatch.sources.notify import DirectoryWatcher, NotWatchable, is_remote_fs, mount_fs_type
 
 MOUNTS = """\
 /dev/vda / ext4 rw,relatime 0 0

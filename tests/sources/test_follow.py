@@ -20,7 +20,7 @@ import pytest
 from watchdog.observers.inotify import InotifyObserver
 
 from hangwatch.core.lines import CUT_MARKER, MAX_LINE
-from hangwatch.follow import (
+from hangwatch.sources.follow import (
     Block,
     CaughtUp,
     Follower,
@@ -29,7 +29,7 @@ from hangwatch.follow import (
     Notice,
     Partial,
 )
-from hangwatch.notify import DirectoryWatcher
+from hangwatch.sources.notify import DirectoryWatcher
 
 Until = Callable[[list[Item]], bool]
 
@@ -613,7 +613,7 @@ class _RecordingWatcher(DirectoryWatcher):
 def test_chatty_log_is_read_on_a_timer_then_notified_again_when_quiet(
     tmp_path, follow, watchers, monkeypatch
 ):
-    monkeypatch.setattr("hangwatch.follow._QUIET_AFTER", 0.3)
+    monkeypatch.setattr("hangwatch.sources.follow._QUIET_AFTER", 0.3)
     watcher = _RecordingWatcher()
     watchers.append(watcher)
     log = tmp_path / "train.log"

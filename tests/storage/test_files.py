@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from hangwatch.core.events import StallEvent
-from hangwatch.feed import Block
-from hangwatch.files import UnsafeFolder, open_report_dir, write_private
 from hangwatch.reporters.incident import write_incident
-from tests.test_daemon import session
+from hangwatch.sources.feed import Block
+from hangwatch.storage.files import UnsafeFolder, open_report_dir, write_private
+from tests.session.test_session import session
 
 STALL = StallEvent("weight_sync", "Weight sync", None, 70.0, 60.0, wall=0.0)
 FOLDER = "19700101T000000Z-weight_sync"
