@@ -21,7 +21,7 @@ from hangwatch.collectors.gpu import collect_gpus
 from hangwatch.collectors.procs import describe, is_python
 from hangwatch.collectors.stacks import dump_stacks, find_py_spy
 from hangwatch.collectors.system import collect_system
-from hangwatch.core.evidence import BAD_STATUS, facts, human_bytes, process_label, telling_frame
+from hangwatch.core.evidence import BAD_STATUS, facts, gib_pair, process_label, telling_frame
 
 DISCOVERY_SHARE = 0.4  # of the total bound; the process details and stacks need the rest
 
@@ -208,7 +208,7 @@ def _gpu_line(gpu: dict[str, Any]) -> str:
         util += f" ({', '.join(map(str, samples))})"
     job = [str(p["pid"]) for p in gpu.get("processes", []) if p.get("in_job")]
     others = sum(1 for p in gpu.get("processes", []) if not p.get("in_job"))
-    parts = [util, f"mem {_gib_pair(gpu)}"]
+    parts = [util, f"mem {gib_pair(gpu)}"]
     if gpu.get("temperature") is not None:
         parts.append(f"{gpu['temperature']}°C")
     if gpu.get("power_w") is not None:
@@ -220,75 +220,6 @@ def _gpu_line(gpu: dict[str, Any]) -> str:
     return f"GPU{gpu.get('index')} {gpu.get('name') or ''}: {', '.join(parts)}"
 
 
-def _gib_pair(gpu: dict[str, Any]) -> str:
-    used, total = gpu.get("memory_used"), gpu.get("memory_total")
-    if not isinstance(used, (int, float)) or not isinstance(total, (int, float)):
-        return "?"
-    return f"{used / 2**30:.1f}/{total / 2**30:.1f} GiB"
-
-
 def _foreign_gpu_pids(snapshot: dict[str, Any]) -> bool:
     gpu_procs = [p for g in snapshot.get("gpus", []) for p in g.get("processes", [])]
     return bool(gpu_procs) and not any(p.get("in_job") for p in gpu_procs)
-
-
-PROCESS_COLUMNS = ("pid", "found by", "rank", "name", "status", "CPU %", "RSS", "threads",
-                   "GPUs", "command")
-GPU_COLUMNS = ("GPU", "name", "util %", "memory", "temp", "power", "processes")
-
-
-def process_rows(snapshot: dict[str, Any]) -> list[tuple[str, ...]]:
-    rows: list[tuple[str, ...]] = []
-    for p in snapshot.get("processes", []):
-        env = p.get("env") or {}
-        rss = p.get("rss")
-        rows.append((
-            str(p.get("pid")), p.get("found_by", ""),
-            p.get("rank", env.get("RANK", env.get("LOCAL_RANK", ""))),
-            p.get("name") or "", p.get("status") or "",
-            _text(p.get("cpu_percent")), human_bytes(rss) if rss is not None else "",
-            _text(p.get("threads")), ", ".join(map(str, p.get("gpus", []))),
-            " ".join(p.get("cmdline") or []),
-        ))
-    return rows
-
-
-def gpu_rows(snapshot: dict[str, Any]) -> list[tuple[str, ...]]:
-    rows: list[tuple[str, ...]] = []
-    for g in snapshot.get("gpus", []):
-        procs = ", ".join(f"{p['pid']}{'*' if p.get('in_job') else ''}"
-                          for p in g.get("processes", []))
-        power = g.get("power_w")
-        rows.append((str(g.get("index")), g.get("name") or "", _text(g.get("utilization")),
-                     _gib_pair(g), _text(g.get("temperature")),
-                     f"{power:g} W" if power is not None else "", procs))
-    return rows
-
-
-def _text(value: Any) -> str:
-    return "" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
-
-
-
-def system_lines(system: dict[str, Any]) -> list[str]:
-    lines = []
-    if "load" in system:
-        lines.append(f"load {', '.join(map(str, system['load']))} on "
-                     f"{system.get('cpu_count')} CPUs ({system.get('cpu_percent')}% busy)")
-    mem, swap = system.get("memory", {}), system.get("swap", {})
-    if mem:
-        lines.append(f"memory {mem.get('used_percent')}% used, "
-                     f"{human_bytes(mem.get('available'))} available; "
-                     f"swap {swap.get('used_percent')}% used")
-    for fs in [system.get("shm") or {}, *system.get("filesystems", [])]:
-        if "used_percent" in fs:
-            lines.append(f"{fs['path']}: {fs['used_percent']}% used, "
-                         f"{human_bytes(fs['free'])} free")
-        elif fs:
-            lines.append(f"{fs.get('path')}: {fs.get('error')}")
-    files = system.get("open_files", {})
-    if files:
-        lines.append(f"open files: limit {files.get('soft_limit')} (hard "
-                     f"{files.get('hard_limit')}); system {files.get('system_open', '?')} of "
-                     f"{files.get('system_max', '?')}")
-    return lines

@@ -19,19 +19,21 @@ from rich.table import Table
 from rich.text import Text
 
 from hangwatch.collectors.snapshot import (
-    GPU_COLUMNS,
-    PROCESS_COLUMNS,
     SnapshotOptions,
     collection_notes,
-    gpu_rows,
     key_findings,
-    process_rows,
-    system_lines,
     take_snapshot,
 )
 from hangwatch.core.evidence import process_label
 from hangwatch.errors import ExitStatus, HangwatchError
 from hangwatch.escape.terminal import rich_text, safe, safe_lines
+from hangwatch.reporters.snapshot_tables import (
+    GPU_COLUMNS,
+    PROCESS_COLUMNS,
+    gpu_rows,
+    process_rows,
+    system_lines,
+)
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

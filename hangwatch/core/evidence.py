@@ -252,3 +252,11 @@ def human_bytes(value: Any) -> str:
     if not isinstance(value, (int, float)):
         return "?"
     return f"{value / 2**20:.0f} MiB" if value < 2**30 else f"{value / 2**30:.1f} GiB"
+
+
+def gib_pair(gpu: dict[str, Any]) -> str:
+    """Memory used of total, in GiB: `3.2/80.0 GiB`."""
+    used, total = gpu.get("memory_used"), gpu.get("memory_total")
+    if not isinstance(used, (int, float)) or not isinstance(total, (int, float)):
+        return "?"
+    return f"{used / 2**30:.1f}/{total / 2**30:.1f} GiB"

@@ -1,8 +1,7 @@
-"""Run a job in its own session and process group: echo its output, keep a log of it, hand its
-lines on as they arrive, know every process it ever started, and end all of them on demand.
+"""Run a job in its own session and process group, know every process it ever started, and end
+all of them on demand. Its output comes through pipes (sources/pipes.py reads them).
 
-The job gets pipes, not our terminal: hangwatch sees every byte first, so a stall is judged on
-exactly what the job wrote, with no file in between. Its process tree is polled about once a
+Its process tree is polled about once a
 second and every process of it ever seen is remembered, so a grandchild that called setsid (and
 left the process group) is still signalled at the end; with `adopt_orphans()` even a daemon
 whose parent exited before any poll comes back to us as our child.
@@ -14,7 +13,6 @@ import contextlib
 import ctypes
 import io
 import os
-import selectors
 import signal
 import subprocess
 import sys
@@ -22,20 +20,17 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import BinaryIO, Literal, NamedTuple, TextIO, cast
+from typing import BinaryIO, NamedTuple, TextIO, cast
 
 import psutil
 
 from hangwatch.collectors.discover import ProcFS, descendants
-from hangwatch.core.lines import MAX_LINE, PARTIAL_AFTER_S, LineSplitter
+from hangwatch.core.clock import Clock, SystemClock
 from hangwatch.errors import HangwatchError
+from hangwatch.sources.pipes import Echo, JobPipes, Stream
 from hangwatch.storage.files import discard_output
 
-Stream = Literal["stdout", "stderr"]
-Echo = Callable[[Stream, bytes], None]
-
 POLL_TREE_S = 1.0
-READ_SIZE = 1 << 16
 KILL_WAIT_S = 5.0  # after SIGKILL, only a process stuck in the kernel takes longer
 DRAIN_WAIT_S = 5.0  # output still in the pipes after every writer is gone
 NOT_FOUND = 127  # the statuses a shell gives for a command it cannot find or cannot execute
@@ -147,17 +142,16 @@ class Job:
     def __init__(self, proc: subprocess.Popen[bytes], log: BinaryIO, echo: Echo,
                  on_lines: Callable[[bytes], None], on_done: Callable[[], None], *,
                  leftover_grace: float, poll_s: float,
-                 on_partial: Callable[[bytes], None] = lambda _: None) -> None:
+                 on_partial: Callable[[bytes], None] = lambda _: None,
+                 clock: Clock | None = None) -> None:
         self.proc = proc
         self.pid = proc.pid
         self.returncode: int | None = None  # Popen's: negative for a signal
         self.stopped: Stopped | None = None  # how the job was last ended by us, if it was
-        self.log_error: str | None = None  # why the log stopped being written, if it did
-        self._log = log
-        self._echo = echo
-        self._on_lines = on_lines
+        self._pipes = JobPipes({"stdout": proc.stdout, "stderr": proc.stderr}, log, echo=echo,
+                               on_lines=on_lines, on_partial=on_partial,
+                               clock=SystemClock() if clock is None else clock)
         self._on_done = on_done
-        self._on_partial = on_partial
         self._poll_s = poll_s
         self._procfs = ProcFS()
         self._tree: dict[int, psutil.Process] = {proc.pid: psutil.Process(proc.pid)}
@@ -179,7 +173,8 @@ class Job:
               on_lines: Callable[[bytes], None], on_done: Callable[[], None] = lambda: None,
               env: Mapping[str, str] | None = None, leftover_grace: float = 10.0,
               poll_s: float = POLL_TREE_S,
-              on_partial: Callable[[bytes], None] = lambda _: None) -> Job:
+              on_partial: Callable[[bytes], None] = lambda _: None,
+              clock: Clock | None = None) -> Job:
         """Start `argv` (no shell) in a new session. `on_lines` gets complete lines, \\n-ended,
         in the order they are written to the log; `on_done` is called once after the last;
         `on_partial` gets a stream's unfinished last line once it has been quiet a moment.
@@ -208,12 +203,17 @@ class Job:
             raise JobStartError(f"cannot execute {argv[0]}: {exc.strerror or exc}",
                                 NOT_EXECUTABLE) from None
         job = cls(proc, log, echo, on_lines, on_done, leftover_grace=leftover_grace,
-                  poll_s=poll_s, on_partial=on_partial)
+                  poll_s=poll_s, on_partial=on_partial, clock=clock)
         for thread in job._threads:
             thread.start()
         return job
 
     # --- state ---------------------------------------------------------------------------
+
+    @property
+    def log_error(self) -> str | None:
+        """Why the log stopped being written, if it did (the job and the watch went on)."""
+        return self._pipes.log_error
 
     def known_pids(self) -> list[int]:
         """Every process of the job alive now, the command first; refreshed on the spot."""
@@ -334,112 +334,9 @@ class Job:
 
     def _pump(self) -> None:
         try:
-            self._read_until_closed()
+            self._pipes.read_until_closed(self._abandon)
         finally:
-            for pipe in (self.proc.stdout, self.proc.stderr):
-                if pipe is not None:
-                    pipe.close()
-            with contextlib.suppress(OSError):
-                self._log.close()
             self._drained.set()
-
-    def _read_until_closed(self) -> None:
-        splitters: dict[Stream, LineSplitter] = {"stdout": LineSplitter(),
-                                                 "stderr": LineSplitter()}
-        quiet = _PartialLines(splitters, self._on_partial)
-        logs: dict[Stream, LogLines] = {"stdout": LogLines(), "stderr": LogLines()}
-        with selectors.DefaultSelector() as sel:
-            for stream, pipe in (("stdout", self.proc.stdout), ("stderr", self.proc.stderr)):
-                if pipe is not None:
-                    sel.register(pipe.fileno(), selectors.EVENT_READ, stream)
-            while sel.get_map() and not self._abandon.is_set():
-                for key, _ in sel.select(timeout=0.2):
-                    stream = key.data
-                    data = os.read(key.fd, READ_SIZE)
-                    if not data:
-                        sel.unregister(key.fd)
-                        self._lines(logs[stream].flush(), splitters[stream].flush())
-                        continue
-                    self._echo(stream, data)
-                    self._lines(logs[stream].push(data), splitters[stream].push(data))
-                    quiet.grew(stream)
-                quiet.offer()
-
-    def _lines(self, logged: bytes, lines: bytes) -> None:
-        if logged and self.log_error is None:
-            # A full disk loses the log, not the job: echo and the stall watch go on.
-            try:
-                self._log.write(logged)
-                self._log.flush()
-            except OSError as exc:
-                self.log_error = f"{self._log.name}: {exc.strerror or exc}"
-        if lines:
-            self._on_lines(lines)
-
-
-class LogLines:
-    """One stream of the job's output as its log file gets it: line ends made `\n` like the
-    lines the watch reads (so line numbers agree), whole lines kept together so the two
-    streams interleave by line, and nothing lost: a line longer than MAX_LINE, which the
-    watch sees cut, is written whole, in pieces as it arrives, so memory stays bounded."""
-
-    def __init__(self) -> None:
-        self._held = bytearray()
-        self._through = False  # writing a long line's pieces as they come
-        self._pending_cr = False
-
-    def push(self, data: bytes) -> bytes:
-        """What of `data` (and of what was held) can go to the log now."""
-        if self._pending_cr and data[:1] == b"\n":
-            data = data[1:]  # the \n of a \r\n already written as a line end
-        self._pending_cr = data.endswith(b"\r")
-        if b"\r" in data:
-            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        cut = data.rfind(b"\n") + 1
-        done, rest = data[:cut], data[cut:]
-        if done:
-            self._through = False
-        if self._through:
-            return data
-        if len(self._held) + len(rest) > MAX_LINE:
-            out = b"".join((self._held, done, rest))
-            self._held.clear()
-            self._through = True
-            return out
-        out = b"".join((self._held, done))
-        self._held[:] = rest
-        return out
-
-    def flush(self) -> bytes:
-        """The stream ended: its last line, ended."""
-        out = bytes(self._held) + b"\n" if self._held or self._through else b""
-        self._held.clear()
-        self._through = False
-        return out
-
-
-class _PartialLines:
-    """Offers each stream's unfinished last line once the stream has been quiet for
-    PARTIAL_AFTER_S (a progress bar drawn to stderr without a newline), once per line."""
-
-    def __init__(self, splitters: Mapping[Stream, LineSplitter],
-                 offer: Callable[[bytes], None]) -> None:
-        self._splitters = splitters
-        self._offer = offer
-        self._grew: dict[Stream, float] = {}
-        self._sent: dict[Stream, bytes] = {}
-
-    def grew(self, stream: Stream) -> None:
-        self._grew[stream] = time.monotonic()
-
-    def offer(self) -> None:
-        now = time.monotonic()
-        for stream, splitter in self._splitters.items():
-            partial = splitter.partial()
-            if (partial and partial != self._sent.get(stream)
-                    and now - self._grew.get(stream, 0.0) >= PARTIAL_AFTER_S):
-                self._sent[stream] = partial
-                self._offer(partial)
 
 
 def _running(proc: psutil.Process) -> bool:

@@ -25,13 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from hangwatch.collectors.snapshot import (
-    GPU_COLUMNS,
-    PROCESS_COLUMNS,
     collection_notes,
-    gpu_rows,
     key_findings,
-    process_rows,
-    system_lines,
 )
 from hangwatch.core.durations import format_duration
 from hangwatch.core.events import Advice, StallEvent
@@ -41,6 +36,13 @@ from hangwatch.escape.redact import redact_text, redact_tree
 from hangwatch.escape.terminal import visible, visible_lines
 from hangwatch.reporters.base import where_text
 from hangwatch.reporters.ranks import COLUMNS, grouped, laggard_name, stall_lines
+from hangwatch.reporters.snapshot_tables import (
+    GPU_COLUMNS,
+    PROCESS_COLUMNS,
+    gpu_rows,
+    process_rows,
+    system_lines,
+)
 from hangwatch.storage.files import new_private_dir, open_report_dir, write_private
 
 MD_LOG_LINES = 40  # the report's own excerpt; log-tail.txt has every line given

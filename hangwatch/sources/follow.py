@@ -33,15 +33,16 @@ import stat
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Literal, ParamSpec, TypeVar
 
+from hangwatch.core.clock import Clock, SystemClock
 from hangwatch.core.events import Notice
-from hangwatch.core.lines import PARTIAL_AFTER_S, LineSplitter
 from hangwatch.sources.feed import Block, CaughtUp, FilePos, Partial
 from hangwatch.sources.notify import DirectoryWatcher, NotWatchable
+from hangwatch.sources.partial import StreamLines
 
 NoticeKind = Literal[
     "waiting", "appeared", "replaced", "truncated", "deleted", "unreadable", "readable", "polling"
@@ -73,8 +74,8 @@ class _OpenFile:
     dev: int
     ino: int
     seen: tuple[int, int]  # (size, mtime_ns) when last compared with the path
+    lines: StreamLines  # cut into lines, with the unfinished last one
     offset: int = 0
-    splitter: LineSplitter = field(default_factory=LineSplitter)
     # The first line (up to HEAD_MAX bytes) as read: taken from the very bytes read, so a
     # rewrite between two reads cannot slip into it.
     head: bytes = b""
@@ -82,7 +83,6 @@ class _OpenFile:
     skip_nuls: bool = False
     drain_until: float = 0.0
     fingerprint: str = ""  # of `head`, once asked for; cleared when the head changes
-    partial_sent: bytes = b""  # the unfinished last line last offered to the engine
 
 
 def fingerprint(start: bytes) -> str:
@@ -116,8 +116,10 @@ class Follower:
         watcher: DirectoryWatcher | None = None,
         resume: FilePos | None = None,
         notified_interval: float | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.path = Path(path)
+        self._clock: Clock = SystemClock() if clock is None else clock
         self.name = str(path)
         self.out = out
         self._quoted = f"'{path}'"
@@ -178,7 +180,7 @@ class Follower:
     def stuck_for(self) -> float:
         """Seconds the thread has spent inside the system call it is in now (0 when none)."""
         since = self._in_call_since
-        return time.monotonic() - since if since else 0.0
+        return self._clock.monotonic() - since if since else 0.0
 
     def _run(self) -> None:
         try:
@@ -188,7 +190,7 @@ class Follower:
                     self._tick()
                 except Exception as e:  # a follower that died silently would look healthy
                     self._tick_problem = f"internal error: {e!r}"
-                    self._settle(time.monotonic())
+                    self._settle(self._clock.monotonic())
                 if self._woken.wait(self._next_wait()):
                     self._count_wake()
                     self._stopping.wait(_COALESCE)
@@ -199,19 +201,15 @@ class Follower:
             self._cur, self._retired = None, []
 
     def _offer_partial(self, f: _OpenFile) -> None:
-        """An unfinished last line, once the file has been quiet PARTIAL_AFTER_S."""
-        partial = f.splitter.partial()
-        if partial and partial != f.partial_sent and self._partial_due() <= 0:
-            f.partial_sent = partial
+        """An unfinished last line, once the file has been quiet a moment (partial.py)."""
+        partial = f.lines.take_partial()
+        if partial is not None:
             self._put(Partial(self.name, partial))
 
-    def _partial_due(self) -> float:
-        return self._grew_at + PARTIAL_AFTER_S - time.monotonic()
-
     def _next_wait(self) -> float:
-        cur = self._cur
-        if cur is not None and cur.splitter.partial() not in (b"", cur.partial_sent):
-            return max(0.05, min(self._interval, self._partial_due()))
+        due = self._cur.lines.partial_due_in() if self._cur is not None else None
+        if due is not None:
+            return max(0.05, min(self._interval, due))
         if self._retired or self._state == "vanished":
             return min(self._interval, _DRAIN_TICK)
         if self._chatty:
@@ -219,7 +217,7 @@ class Follower:
         return self._notified_interval if self._subscribed else self._interval
 
     def _count_wake(self) -> None:
-        now = time.monotonic()
+        now = self._clock.monotonic()
         if now - self._wakes_since > 1.0:
             self._wakes, self._wakes_since = 0, now
         self._wakes += 1
@@ -230,7 +228,7 @@ class Follower:
 
     def _tick(self) -> None:
         self._tick_problem = ""
-        now = time.monotonic()
+        now = self._clock.monotonic()
         self._ensure_watch()
         try:
             st: os.stat_result | None = self._call(os.stat, self.path)
@@ -253,7 +251,7 @@ class Follower:
             self._put(CaughtUp(self.name, self._mtime()))
 
     def _ensure_watch(self) -> None:
-        if self._chatty and time.monotonic() - self._grew_at > _QUIET_AFTER:
+        if self._chatty and self._clock.monotonic() - self._grew_at > _QUIET_AFTER:
             self._chatty = False
         if self._poll or self._chatty or self._subscribed or self._watcher is None:
             return
@@ -294,7 +292,7 @@ class Follower:
             if f.offset != read_before:  # still written to: its writer has not reopened the log
                 f.drain_until = now + self._grace
             if now >= f.drain_until:
-                self._put_lines(f.splitter.flush(), f)
+                self._put_lines(f.lines.flush(), f)
                 os.close(f.fd)
                 self._retired.remove(f)
 
@@ -321,7 +319,8 @@ class Follower:
             os.close(fd)
             self._fail(e)
             return
-        self._cur = _OpenFile(fd, fst.st_dev, fst.st_ino, seen=(fst.st_size, fst.st_mtime_ns))
+        self._cur = _OpenFile(fd, fst.st_dev, fst.st_ino, seen=(fst.st_size, fst.st_mtime_ns),
+                              lines=StreamLines(self._clock))
         if self._resume is not None:
             self._resume_from(self._cur, self._resume)
         if self._state == "vanished":
@@ -341,7 +340,7 @@ class Follower:
                 return
             if not data:
                 break
-            self._grew_at = time.monotonic()
+            self._grew_at = self._clock.monotonic()
             if not f.head_done and f.offset == len(f.head):
                 self._extend_head(f, data)
             f.offset += len(data)
@@ -349,7 +348,7 @@ class Follower:
             if f.skip_nuls:
                 data = data.lstrip(b"\0")
                 f.skip_nuls = not data
-            self._put_lines(f.splitter.push(data), f)
+            self._put_lines(f.lines.push(data), f)
             if short:
                 break
 
@@ -379,7 +378,7 @@ class Follower:
         f.offset = mark.offset + crlf
 
     def _restart(self, f: _OpenFile, what: str) -> None:
-        self._put_lines(f.splitter.flush())
+        self._put_lines(f.lines.flush())
         f.offset = 0
         # Skip a hole without reading it (a non-append writer's offset can be GBs).
         # ENXIO: no data yet; EINVAL: the file system cannot tell. Both mean: from 0.
@@ -444,7 +443,7 @@ class Follower:
 
     def _call(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run a call that may block (a hung mount), leaving a heartbeat for stuck_for()."""
-        self._in_call_since = time.monotonic()
+        self._in_call_since = self._clock.monotonic()
         try:
             return fn(*args, **kwargs)
         finally:
@@ -459,7 +458,7 @@ class Follower:
     def _pos(f: _OpenFile) -> FilePos:
         if not f.fingerprint:
             f.fingerprint = fingerprint(f.head)
-        return FilePos(f.dev, f.ino, f.fingerprint, f.offset - f.splitter.pending)
+        return FilePos(f.dev, f.ino, f.fingerprint, f.offset - f.lines.pending)
 
     def _notice(self, kind: NoticeKind, message: str) -> None:
         self._put(Notice(self.name, kind, message))
@@ -502,6 +501,7 @@ class FollowerGroup:
         rotate_grace: float = 2.0,
         max_queued: int = 16,
         watcher: DirectoryWatcher | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.out: queue.Queue[Item] = queue.Queue(max_queued) if out is None else out
         self._owns_watcher = watcher is None and not poll
@@ -515,6 +515,7 @@ class FollowerGroup:
                 read_size=read_size,
                 rotate_grace=rotate_grace,
                 watcher=self._watcher,
+                clock=clock,
             )
             for p in _unique(paths)
         ]
@@ -526,7 +527,7 @@ class FollowerGroup:
     def stop(self, timeout: float = 2.0) -> None:
         for f in self.followers:
             f.request_stop()
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + timeout  # a real bound on joining the threads
         for f in self.followers:
             f.stop(max(0.0, deadline - time.monotonic()))
         if self._owns_watcher and self._watcher is not None:

@@ -25,8 +25,8 @@ from hangwatch.core.evidence import diagnose
 from hangwatch.packs.load import load_pack_file
 from tests.fakes.jobs import ZOMBIE_PARENT, stack_of, wait_for_text
 
-FAKE_NVML = str(Path(__file__).resolve().parent / "fakes" / "fake_nvml.py")
-EVIDENCE_PACK = Path(__file__).resolve().parents[1] / "rules" / "evidence.yaml"
+FAKE_NVML = str(Path(__file__).resolve().parents[1] / "fakes" / "fake_nvml.py")
+EVIDENCE_PACK = Path(__file__).resolve().parents[2] / "rules" / "evidence.yaml"
 SECRETS = {"HF_TOKEN": "hf_secret123", "HF_ENDPOINT": "https://alice:pa55word@hub.example.com"}
 
 

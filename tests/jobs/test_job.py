@@ -324,7 +324,7 @@ def test_a_full_disk_loses_the_log_but_not_the_output_or_the_watch(jobs, tmp_pat
 
 def test_log_lines_keep_a_line_longer_than_the_watch_reads_whole():
     from hangwatch.core.lines import MAX_LINE
-    from hangwatch.jobs.job import LogLines
+    from hangwatch.sources.pipes import LogLines
 
     log = LogLines()
     piece = b"x" * (MAX_LINE // 3)

@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MB = 1 << 20
 PEAK_LIMIT = 150 * MB  # hangwatch itself is about 35 MiB; any copy of the output would show
 

@@ -14,7 +14,7 @@ from hangwatch.storage.cache import CACHE_ENV, KEEP, SUFFIX, DiskStore, default_
 
 hyperscan = pytest.importorskip("hyperscan")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = b"".join(p.read_bytes() for p in sorted(ROOT.glob("tests/fixtures/packs/*/*.log")))
 
 
