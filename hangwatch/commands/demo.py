@@ -9,10 +9,12 @@ import tempfile
 from pathlib import Path
 from typing import TextIO
 
-from hangwatch.commands.watch import engine_for, make_reporters, snapshot_options
+from hangwatch.commands.watch import make_reporters, snapshot_options
 from hangwatch.errors import ExitStatus, HangwatchError
 from hangwatch.packs.load import load_rule_set
-from hangwatch.session.session import Session, SessionOptions, evidence_collector
+from hangwatch.session.engines import engine_for
+from hangwatch.session.evidence import evidence_collector
+from hangwatch.session.session import Session, SessionOptions
 
 END_WAIT_S = 5.0
 

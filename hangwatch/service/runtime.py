@@ -33,10 +33,10 @@ from hangwatch.service.state import (
     Episode,
     WatchState,
     encode,
-    engine_snapshot,
-    restore_engine,
 )
-from hangwatch.session.session import Session, SessionOptions, TurnHook, evidence_collector
+from hangwatch.session.engines import build_engine
+from hangwatch.session.evidence import evidence_collector
+from hangwatch.session.session import Session, SessionOptions, TurnHook
 from hangwatch.sources.feed import Block, CaughtUp, FilePos
 from hangwatch.sources.follow import Follower
 from hangwatch.sources.notify import DirectoryWatcher
@@ -200,7 +200,7 @@ class WatchRuntime:
         self._saved_at = self.clock.monotonic()
         files = {p: m for p, m in self.marks.items() if p in self.followers or not self.ready}
         self.kept.update((name, keep()) for name, keep in self.keepers.items())
-        return encode(WatchState(self.name, files, engine_snapshot(self.engine), self.episode,
+        return encode(WatchState(self.name, files, self.engine.snapshot(), self.episode,
                                  self.clock.wall(), self.kept))
 
     def status(self) -> str:
@@ -224,11 +224,11 @@ class WatchRuntime:
                     prefilter: Prefilter | None) -> None:
         """A reload: new rules and settings; the phase state, stall timer, episode and the
         followers of logs still wanted (with their offsets) go on."""
-        snapshot, stalled = engine_snapshot(self.engine), self.engine.timer.stalled
+        snapshot, stalled = self.engine.snapshot(), self.engine.timer.stalled
         old = self.session
         self.config = config
         self.engine = self._engine(rules, prefilter)
-        restore_engine(self.engine, snapshot, away_s=0.0, stalled=stalled)
+        self.engine.restore(snapshot, away_s=0.0, stalled=stalled)
         self.session = self._session()
         self.session.tail = old.tail
         old.close()
@@ -260,9 +260,8 @@ class WatchRuntime:
     # --- building --------------------------------------------------------------------------
 
     def _engine(self, rules: RuleSet, prefilter: Prefilter | None) -> Engine:
-        return Engine(rules, default_stall=self.config.stall, clock=self.clock,
-                      prefilter=prefilter, stall_given=self.config.stall_given,
-                      history=self.history)
+        return build_engine(rules, self.config.stall, clock=self.clock, prefilter=prefilter,
+                            stall_given=self.config.stall_given, history=self.history)
 
     def _history(self) -> History:
         """The watch's learned phase durations: kept in its state file, across restarts."""
@@ -300,15 +299,15 @@ class WatchRuntime:
         # An episode reported or alerted before the restart stays stalled and silent; one
         # whose report never got out is reported again once the logs are read.
         done = episode is not None and (episode.reported or episode.alerted)
-        restore_engine(self.engine, saved.engine, stalled=True,
-                       away_s=self.clock.wall() - saved.saved_wall)
+        self.engine.restore(saved.engine, stalled=True,
+                            away_s=self.clock.wall() - saved.saved_wall)
         self._refire = episode is not None and not done and self.engine.timer.stalled
 
     def _refire_stall(self) -> None:
         self._refire = False
-        if self.engine.timer.stalled and self.episode is not None:
-            self.engine.stall = self.engine.diagnosis()
-            self.session.report([self.engine.stall])
+        stall = self.engine.restate_stall() if self.episode is not None else None
+        if stall is not None:
+            self.session.report([stall])
 
     # --- following -------------------------------------------------------------------------
 

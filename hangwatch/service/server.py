@@ -49,8 +49,7 @@ Rules = dict[str, tuple[RuleSet, Prefilter | None]]
 def load_watch_rules(watches: Sequence[WatchConfig]) -> Rules:
     """Each watch's rules and prefilter; watches naming the same rule files share them (the
     engines stay separate). Raises ConfigErrors listing every watch's rule errors."""
-    from hangwatch.core.prefilter import build_prefilter
-    from hangwatch.storage.cache import default_store
+    from hangwatch.session.engines import prefilter_for
 
     built: dict[tuple[Path, ...], tuple[RuleSet, Prefilter | None]] = {}
     errors: list[ConfigError] = []
@@ -65,7 +64,7 @@ def load_watch_rules(watches: Sequence[WatchConfig]) -> Rules:
         except ConfigError as exc:
             errors.append(exc)
             continue
-        built[watch.rules] = (rules, build_prefilter(rules, default_store()))
+        built[watch.rules] = (rules, prefilter_for(rules))
     if errors:
         raise ConfigErrors(errors)
     return {w.name: built[w.rules] for w in watches}

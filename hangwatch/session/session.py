@@ -1,6 +1,6 @@
-"""The one place that wires follower -> engine -> snapshot -> incident report -> outputs.
+"""The one place that wires sources -> engine -> evidence -> incident report -> outputs.
 
-Producers (file followers, or `run`'s pipe readers) put items on one queue; the session
+Sources (file followers, or `run`'s pipes) put items on one queue; the session
 consumes them on the calling thread, ticks the engine at its deadline, and gathers a stall's
 evidence on a worker thread so the loop never blocks on a GPU driver or py-spy.
 """
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import queue
 import threading
-import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -19,7 +18,6 @@ from typing import Any, Protocol
 from hangwatch.core.durations import format_duration
 from hangwatch.core.engine import Engine
 from hangwatch.core.events import Advice, Event, Incident, Notice, StallEvent
-from hangwatch.core.rules import RuleSet
 from hangwatch.errors import ExitStatus
 from hangwatch.reporters.advice import rank_advice
 from hangwatch.reporters.base import Reporter, View
@@ -67,6 +65,7 @@ class Session:
                  watched: Sequence[Watched] = (), on_turn: Sequence[TurnHook] = (),
                  queue_: queue.Queue[Any] | None = None) -> None:
         self.engine = engine
+        self.clock = engine.clock  # one clock for the engine and the loop around it
         self.reporters = list(reporters)
         self.options = options
         self.sources = tuple(sources)
@@ -166,15 +165,15 @@ class Session:
     def _caught_up_with(self, item: CaughtUp) -> None:
         self._caught_up[item.path] = item.mtime
         if item.mtime is not None:  # each file's last write: which rank went quiet first
-            self.engine.ranks.backdate(item.path, max(0.0, time.time() - item.mtime))
+            self.engine.backdate_source(item.path, max(0.0, self.clock.wall() - item.mtime))
         if len(self._caught_up) < len(self.sources):
             return
-        self.engine.live = True  # from now on lines come as written: the clock times them
+        self.engine.go_live()
         written = [m for m in self._caught_up.values() if m is not None]
         if written:
             # Lines read during catch-up are history: the job's last progress is the
             # file's last write, so a log already quiet past the threshold stalls at once.
-            self.engine.backdate(max(0.0, time.time() - max(written)))
+            self.engine.backdate(max(0.0, self.clock.wall() - max(written)))
 
     def _check_stuck(self) -> None:
         for watched in self.watched:
@@ -236,11 +235,11 @@ class Session:
 
     def _maybe_refresh(self) -> None:
         period = self.options.refresh_s
-        if period is not None and time.monotonic() - self._last_refresh >= period:
+        if period is not None and self.clock.monotonic() - self._last_refresh >= period:
             self._refresh()
 
     def _refresh(self) -> None:
-        now = time.monotonic()
+        now = self.clock.monotonic()
         if self.options.refresh_s is None or now - self._last_refresh < MIN_REDRAW_S:
             return
         self._last_refresh = now
@@ -261,19 +260,3 @@ def threshold_text(engine: Engine) -> str:
     if source == "default":
         text += "; a phase's own stall_after applies while it is open (--stall outranks them)"
     return text
-
-
-def evidence_collector(rules: RuleSet, options: Callable[[], Any]) -> Collector:
-    """Snapshot the job (options() gives the SnapshotOptions at stall time), then choose the
-    advice its evidence supports."""
-
-    def collect(stall: StallEvent) -> tuple[dict[str, Any] | None, list[Advice], list[str]]:
-        from hangwatch.collectors.snapshot import key_findings, take_snapshot
-        from hangwatch.core.evidence import diagnose
-
-        snapshot = take_snapshot(options())
-        advice = diagnose(rules.diagnoses, snapshot, phase=stall.phase,
-                          signals=[s.id for s in stall.signals])
-        return snapshot, list(advice), key_findings(snapshot)
-
-    return collect
