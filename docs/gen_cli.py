@@ -6,6 +6,8 @@ Run from the repository root:
     python docs/gen_cli.py           # rewrite the page
     python docs/gen_cli.py --check   # exit 1 when the page is stale (tests/docs runs this)
 
+`--page FILE` reads or writes FILE instead of docs/reference/cli.md.
+
 The page is built from the parser's actions rather than from argparse's formatted help, whose
 layout changes with the terminal's width and the Python version.
 """
@@ -35,7 +37,10 @@ The guides show them at work; the [exit codes](exit-codes.md) are on a page of t
 """
 
 
-def subcommands(parser: argparse.ArgumentParser) -> Iterator[tuple[str, str, argparse.ArgumentParser]]:
+Command = tuple[str, str, argparse.ArgumentParser]
+
+
+def subcommands(parser: argparse.ArgumentParser) -> Iterator[Command]:
     """(name, one-line help, parser) of each subcommand, in the order `--help` lists them,
     the subcommands of a subcommand (`rules list`) right after it."""
     for action in parser._actions:
@@ -118,14 +123,17 @@ def render() -> str:
 
 
 def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="gen_cli.py", description=__doc__.split("\n")[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 when the page is stale")
+    parser.add_argument("--page", type=Path, default=PAGE, help="the page (default %(default)s)")
+    args = parser.parse_args(argv)
     text = render()
-    if "--check" in argv:
-        if PAGE.read_text() != text:
-            print(f"{PAGE.relative_to(ROOT)} is stale: run `python docs/gen_cli.py`",
-                  file=sys.stderr)
+    if args.check:
+        if not args.page.is_file() or args.page.read_text() != text:
+            print(f"{args.page} is stale: run `python docs/gen_cli.py`", file=sys.stderr)
             return 1
         return 0
-    PAGE.write_text(text)
+    args.page.write_text(text)
     return 0
 
 
