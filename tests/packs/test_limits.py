@@ -4,6 +4,7 @@ costs one bounded search per line."""
 
 from __future__ import annotations
 
+import io
 import time
 import tracemalloc
 from pathlib import Path
@@ -108,3 +109,27 @@ def test_catastrophic_pattern_on_a_long_line_costs_one_bounded_search(prefiltere
     assert rules.timeouts == (0 if prefiltered and prefilter is not None else 3)
     assert elapsed < 3 * rules_module.MATCH_TIMEOUT_S + 1.0
     assert engine.state()["lines"] == {"job.log": 4}
+
+
+@pytest.mark.parametrize("command", [["check", "LOG"], ["LOG"], ["rules", "lint"]])
+def test_a_rule_file_over_a_cap_is_refused_by_every_command_naming_file_rule_and_cap(
+        tmp_path: Path, command: list[str]):
+    from hangwatch.cli import main
+
+    log = tmp_path / "train.log"
+    log.write_text("step 1\n")
+    big = tmp_path / "big.yaml"
+    long = "a" * (MAX_PATTERN_CHARS + 1)
+    big.write_text(f"pack: big\nsignals:\n  - id: long_one\n    match: '{long}'\n")
+    many = tmp_path / "many.yaml"
+    many.write_text("pack: many\nsignals:\n" + "".join(
+        f"  - id: r{i}\n    match: 'x{i}'\n" for i in range(MAX_PATTERNS + 1)))
+    for rules, rule, cap in ((big, "long_one", f"more than {MAX_PATTERN_CHARS}"),
+                             (many, f"r{MAX_PATTERNS}", f"more than {MAX_PATTERNS} patterns")):
+        argv = [str(log) if a == "LOG" else a for a in command]
+        argv = [*argv, str(rules)] if command == ["rules", "lint"] else [*argv, "--rules",
+                                                                          str(rules)]
+        out, err = io.StringIO(), io.StringIO()
+        assert main(argv, out=out, err=err) == 2
+        said = out.getvalue() + err.getvalue()
+        assert f"{rules}:" in said and f"rule {rule}:" in said and cap in said, said
