@@ -78,6 +78,10 @@ class Session:
         self.incidents: list[Incident] = []
         self._caught_up: dict[str, float | None] = {}
         self._collecting: threading.Thread | None = None
+        # Events that came while a stall's evidence was being gathered: they go out after
+        # its incident, so every output shows a stall before what followed it (a reporter
+        # writes the stall once its report is ready).
+        self._held: list[Event] = []
         self._stuck_reported: set[str] = set()
         self._last_refresh = 0.0
         self._ended = False
@@ -143,12 +147,17 @@ class Session:
             self.incidents.append(item.incident)
             for reporter in self.reporters:
                 reporter.incident(item.incident)
+            held, self._held = self._held, []
+            self._dispatch(held)
             if self.options.exit_on_stall:
                 return ExitStatus.STALL
         return None
 
     def _dispatch(self, events: Sequence[Event]) -> None:
-        for event in events:
+        for i, event in enumerate(events):
+            if self._collecting is not None:
+                self._held.extend(events[i:])
+                break
             for reporter in self.reporters:
                 reporter.event(event)
             if isinstance(event, StallEvent):
@@ -249,6 +258,10 @@ class Session:
             reporter.refresh(view)
 
     def close(self) -> None:
+        held, self._held = self._held, []
+        for event in held:  # the loop ended before the stall's incident: still said
+            for reporter in self.reporters:
+                reporter.event(event)
         for reporter in self.reporters:
             reporter.close()
 

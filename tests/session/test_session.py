@@ -7,6 +7,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from hangwatch.core.clock import SystemClock
 from hangwatch.core.engine import Engine
 from hangwatch.core.events import Incident, Notice, PhaseEvent, StallEvent
@@ -168,3 +170,45 @@ def test_the_report_path_is_absolute_when_the_report_dir_is_relative(tmp_path: P
     assert s.run() == 3
     report = Path(recorder.incidents[0].report or "")
     assert report.is_absolute() and report.parent == tmp_path / "reports"
+
+
+@pytest.mark.parametrize("delay", [0.1, 0.3, 0.5, 0.7, 0.9])
+def test_a_stall_precedes_its_recovery_in_every_output_when_progress_lands_during_evidence(
+        tmp_path: Path, delay: float):
+    import io
+
+    from hangwatch.reporters.jsonl import JsonReporter
+    from hangwatch.reporters.plain import PlainReporter
+
+    stalled = threading.Event()
+
+    def snapshot_taking_a_second(stall: StallEvent):
+        stalled.set()
+        time.sleep(1.0)
+        return {"processes": []}, [], ["evidence taken"]
+
+    json_out, plain_out = io.StringIO(), io.StringIO()
+    recorder = Recorder()
+    engine = Engine(load_rule_set(), default_stall=0.5, clock=SystemClock())
+    s = Session(engine, [JsonReporter(json_out), PlainReporter(plain_out), recorder],
+                SessionOptions(report_dir=tmp_path / "reports"), ["train.log"],
+                collect=snapshot_taking_a_second)
+    s.queue.put(Block("train.log", b"[SYNC] Starting weight synchronization\n"))
+
+    def progress_after_the_stall() -> None:
+        stalled.wait(10)
+        time.sleep(delay)
+        s.queue.put(Block("train.log", b"[SYNC] weights done\n"))
+        s.queue.put(EndOfInput())
+
+    threading.Thread(target=progress_after_the_stall, daemon=True).start()
+    assert s.run() == 0
+    s.close()
+    kinds = [json.loads(line)["event"] for line in json_out.getvalue().splitlines()]
+    assert kinds.index("stall") < kinds.index("recovered"), kinds
+    plain = plain_out.getvalue()
+    assert plain.index("STALL in phase weight_sync") < plain.index("recovered:")
+    assert plain.index("evidence taken") < plain.index("recovered:")
+    order = [type(e).__name__ for e in recorder.events]
+    assert order.index("StallEvent") < order.index("RecoveredEvent")
+    assert recorder.incidents[0].stall.phase == "weight_sync"
