@@ -198,7 +198,7 @@ def watch_rank_files(tmp_path: Path, jobs, *job_args: str) -> dict[str, Any]:
                                                               os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run(
         [sys.executable, "-m", "hangwatch", *(str(logs / f"rank{r}.log") for r in range(3)),
-         "--stall", "8s", "--exit-on-stall", "--json", "--no-snapshot",
+         "--stall", "8s", *SLOW_START_OK, "--exit-on-stall", "--json", "--no-snapshot",
          "--report-dir", str(tmp_path / "reports")],
         capture_output=True, text=True, timeout=90, env=child_env, cwd=tmp_path)
     assert done.returncode == 3, done.stderr
