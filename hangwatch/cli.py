@@ -306,7 +306,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
 def _reader_gone(*streams: TextIO) -> int:
     """The reader of our output went away (`| head`): stop quietly, with the status a shell
     gives `cat` or `grep` ended by SIGPIPE."""
-    from hangwatch.files import discard_output
+    from hangwatch.storage.files import discard_output
 
     for stream in streams:
         discard_output(stream)

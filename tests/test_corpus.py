@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from hangwatch.commands.check import read_log
-from hangwatch.commands.watch import make_engine
+from hangwatch.session.engines import build_engine
 from tests.corpus.harness import (
     STALL_S,
     Entry,
@@ -98,7 +98,7 @@ def test_leaving_a_pack_out_drops_every_pack_that_extends_it_and_nothing_else():
 def test_the_harness_reads_an_excerpt_as_the_check_command_does():
     for entry in load_index()[::10]:
         ours = engine_for(rule_set())
-        checks = make_engine(rule_set(), STALL_S)
+        checks = build_engine(rule_set(), STALL_S)
         read_log(ours, entry.path)
         read_log(checks, entry.path)
         assert _comparable(ours.state()) == _comparable(checks.state()), entry.file

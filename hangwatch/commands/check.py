@@ -5,19 +5,18 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from hangwatch.commands.watch import engine_for
-from hangwatch.config import load_rule_set
 from hangwatch.core.durations import format_duration
 from hangwatch.core.engine import Engine
 from hangwatch.core.lines import LineSplitter
 from hangwatch.errors import ExitStatus, HangwatchError
 from hangwatch.escape.terminal import safe
+from hangwatch.packs.load import load_rule_set
 from hangwatch.reporters.base import wait_lines, where_text
 from hangwatch.reporters.ranks import COLUMNS, grouped, stall_lines
+from hangwatch.session.engines import engine_for
 
 READ_SIZE = 1 << 20
 
@@ -34,7 +33,7 @@ def read_log(engine: Engine, path: Path) -> float:
     except OSError as exc:
         raise HangwatchError(f"cannot read {path}: {exc.strerror or exc}") from None
     # Each file's own last write tells which rank went quiet first.
-    engine.ranks.backdate(str(path), max(0.0, time.time() - mtime))
+    engine.backdate_source(str(path), max(0.0, engine.clock.wall() - mtime))
     return mtime
 
 
@@ -127,7 +126,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         if not path.is_file():
             raise HangwatchError(f"no such log file: {path}")
     newest = max(read_log(engine, p) for p in paths)
-    quiet = max(0.0, time.time() - newest)
+    quiet = max(0.0, engine.clock.wall() - newest)
     engine.backdate(quiet)
     data = result(engine, quiet)
     if args.json:

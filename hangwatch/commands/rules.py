@@ -19,9 +19,7 @@ from typing import Any, TextIO
 
 import regex
 
-from hangwatch.config import load_builtin_packs, load_pack_file, load_rule_set, rule_files
 from hangwatch.core.clock import FakeClock
-from hangwatch.core.engine import Engine
 from hangwatch.core.events import PhaseEvent
 from hangwatch.core.lines import LineSplitter
 from hangwatch.core.model import PhaseRule, RulePack
@@ -30,6 +28,7 @@ from hangwatch.core.rules import KINDS, LineMatch, RuleSet
 from hangwatch.core.wrap import Unwrapper, physical
 from hangwatch.errors import ConfigError, ConfigErrors, ExitStatus, HangwatchError
 from hangwatch.escape.terminal import safe
+from hangwatch.packs.load import load_builtin_packs, load_pack_file, load_rule_set, rule_files
 
 READ_SIZE = 1 << 20
 EXAMPLES = 5  # unmatched lines shown in the summary
@@ -355,16 +354,15 @@ class RuleTester:
     before each of them, so "progress" means the line reset the engine's idle time."""
 
     def __init__(self, rules: RuleSet, show: Show = Show()) -> None:
-        from hangwatch.core.prefilter import build_prefilter
-        from hangwatch.prefilter_cache import default_store
+        from hangwatch.session.engines import build_engine, prefilter_for
 
         self.rules = rules
         self.show = show
         self.clock = FakeClock()
-        self.prefilter = build_prefilter(rules, default_store())
-        self.engine = Engine(rules, default_stall=600.0, clock=self.clock,
-                             prefilter=self.prefilter)
-        self.engine.unwrap = False  # it is fed lines joined here, and only some of them
+        self.prefilter = prefilter_for(rules)
+        # Fed lines joined here, and only some of them: the engine must not join rows again.
+        self.engine = build_engine(rules, 600.0, clock=self.clock, prefilter=self.prefilter,
+                                   unwrap=False)
         self.unwrapper = Unwrapper()
         self._joined: list[int] = []  # of the block being read (core/wrap.py)
         self.counts: Counter[tuple[str, str]] = Counter()

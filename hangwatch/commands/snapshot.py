@@ -18,19 +18,21 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from hangwatch.collectors.snapshot import (
+    SnapshotOptions,
+    collection_notes,
+    key_findings,
+    take_snapshot,
+)
 from hangwatch.core.evidence import process_label
 from hangwatch.errors import ExitStatus, HangwatchError
 from hangwatch.escape.terminal import rich_text, safe, safe_lines
-from hangwatch.snapshot import (
+from hangwatch.reporters.snapshot_tables import (
     GPU_COLUMNS,
     PROCESS_COLUMNS,
-    SnapshotOptions,
-    collection_notes,
     gpu_rows,
-    key_findings,
     process_rows,
     system_lines,
-    take_snapshot,
 )
 
 

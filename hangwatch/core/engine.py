@@ -7,7 +7,7 @@ fires the stall when its deadline has passed. Nothing here reads files or sleeps
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import regex
@@ -63,7 +63,11 @@ class Engine:
     def __init__(self, rules: RuleSet, *, default_stall: float, clock: Clock,
                  prefilter: Prefilter | None = None, stall_given: bool = False,
                  phase_stall: dict[str, float] | None = None,
-                 history: History | None = None) -> None:
+                 history: History | None = None, live: bool = False,
+                 unwrap: bool = True) -> None:
+        """`live`: lines arrive as they are written (a job's pipes), not from a catch-up.
+        `unwrap`: join the rows a terminal wrapped (core/wrap.py); off for a caller that
+        feeds lines already joined, or not consecutive (`rules test`)."""
         self.rules = rules
         self.prefilter = prefilter  # built for `rules`: blocks are scanned whole, same events
         self.default_stall = default_stall
@@ -75,7 +79,7 @@ class Engine:
         self.judge = ProgressJudge()
         self.waits = WaitDetector()
         self.history = history  # phase durations of earlier runs: `slow` before a stall
-        self.live = False  # lines arrive as written (not a catch-up): wall time is duration
+        self.live = live  # lines arrive as written (not a catch-up): wall time is duration
         self._slow_said: set[int] = set()  # timeline entries already called slow
         self.ranks = RankTracker(rules.ranks, clock, rules.start_pattern)  # see core/ranks.py
         self.lines: dict[str, int] = {}
@@ -85,9 +89,7 @@ class Engine:
         self.stall: StallEvent | None = None
         self._progressed = False  # progress recorded in the block being read
         self._partials: dict[str, bytes] = {}  # unfinished last lines matched ahead
-        # Rows a terminal wrapped are joined before matching (core/wrap.py), unless the
-        # caller feeds lines already joined or not consecutive (`rules test`).
-        self.unwrap = True
+        self.unwrap = unwrap
         self._unwrappers: dict[str, Unwrapper] = {}
 
     # --- input ---------------------------------------------------------------------------
@@ -219,6 +221,56 @@ class Engine:
     def backdate(self, idle_s: float) -> None:
         """The log had been quiet `idle_s` seconds before we saw it (its mtime)."""
         self.timer.backdate(self.clock.monotonic(), idle_s)
+
+    def backdate_source(self, source: str, idle_s: float) -> None:
+        """One file had been quiet `idle_s` seconds when read to its end: which rank went
+        quiet first."""
+        self.ranks.backdate(source, idle_s)
+
+    def go_live(self) -> None:
+        """Every source is caught up: from now on lines come as written, and the clock times
+        them (learned durations)."""
+        self.live = True
+
+    # --- state kept across restarts (serve) ----------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        """What a restart needs to go on where this engine is: phases and timeline, line
+        counts, idle time, a stall in progress, a finish seen. Plain JSON data."""
+        now = self.clock.monotonic()
+        stalled_at = self.timer.stalled_at
+        return {
+            "tracker": self.tracker.to_dict(),
+            "lines": dict(self.lines),
+            "idle_s": self.idle(),
+            "stalled_s": None if stalled_at is None else max(0.0, now - stalled_at),
+            "finished": asdict(self.finished) if self.finished is not None else None,
+        }
+
+    def restore(self, data: dict[str, Any], *, away_s: float, stalled: bool) -> None:
+        """Go on from a `snapshot()` (of an engine with the same rules). `away_s`: seconds
+        since it was taken (the job's idle time went on meanwhile). `stalled`: keep a stall
+        in progress as already fired. Raises KeyError, TypeError or ValueError on malformed
+        data, leaving this engine as it was."""
+        tracker = PhaseTracker.from_dict(data["tracker"], self.rules.phase)
+        lines = {str(k): int(v) for k, v in data["lines"].items()}
+        idle = float(data["idle_s"]) + max(0.0, away_s)
+        finished = FinishEvent(**data["finished"]) if data["finished"] is not None else None
+        stalled_s = None if data["stalled_s"] is None else float(data["stalled_s"])
+        now = self.clock.monotonic()
+        self.tracker, self.lines, self.finished = tracker, lines, finished
+        self.timer.last_progress = now - idle
+        if stalled and stalled_s is not None:
+            self.timer.stalled_at = now - stalled_s - max(0.0, away_s)
+            self.stall = self.diagnosis()
+
+    def restate_stall(self) -> StallEvent | None:
+        """The stall in progress as it stands now, kept as this episode's event (a restart
+        reports again an episode whose report never got out); None when not stalled."""
+        if not self.timer.stalled:
+            return None
+        self.stall = self.diagnosis()
+        return self.stall
 
     # --- time ----------------------------------------------------------------------------
 

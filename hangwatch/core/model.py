@@ -1,4 +1,4 @@
-"""Rule packs as plain, validated data: what config.py produces and rules.py compiles."""
+"""Rule packs as plain, validated data: what packs/parse.py produces and rules.py compiles."""
 
 from __future__ import annotations
 
@@ -123,3 +123,16 @@ class RulePack:
             "diagnoses": len(self.diagnoses),
             "ranks": len(self.ranks),
         }
+
+
+@dataclass(frozen=True)
+class PackCheck:
+    """A preflight check from a pack's `checks:` (run by `hangwatch doctor`): an environment
+    variable that must be set, or a path that must exist."""
+
+    id: str
+    kind: str  # "env" or "path"
+    target: str
+    status: str  # what a miss is: "fail" or "warn"
+    fix: str
+    origin: Origin

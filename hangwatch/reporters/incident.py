@@ -8,7 +8,7 @@ feed to a tool.
 
 Files are written to a temporary name and renamed, so a reader never sees half a report; they
 are private to the user (0600 in a 0700 folder) since stacks and environments say a lot, and
-never written through a link planted ahead of them (`hangwatch.files`). Every string passes
+never written through a link planted ahead of them (`hangwatch.storage.files`). Every string passes
 through the redactor on its way out, and text from outside is escaped for each file's format
 (`hangwatch.escape`): it cannot break out of report.md's code blocks and tables, and the text
 files carry no terminal control sequences.
@@ -24,24 +24,26 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from hangwatch.collectors.snapshot import (
+    collection_notes,
+    key_findings,
+)
 from hangwatch.core.durations import format_duration
 from hangwatch.core.events import Advice, StallEvent
 from hangwatch.core.evidence import process_label
 from hangwatch.escape import jsontext, markdown
 from hangwatch.escape.redact import redact_text, redact_tree
 from hangwatch.escape.terminal import visible, visible_lines
-from hangwatch.files import new_private_dir, open_report_dir, write_private
 from hangwatch.reporters.base import where_text
 from hangwatch.reporters.ranks import COLUMNS, grouped, laggard_name, stall_lines
-from hangwatch.snapshot import (
+from hangwatch.reporters.snapshot_tables import (
     GPU_COLUMNS,
     PROCESS_COLUMNS,
-    collection_notes,
     gpu_rows,
-    key_findings,
     process_rows,
     system_lines,
 )
+from hangwatch.storage.files import new_private_dir, open_report_dir, write_private
 
 MD_LOG_LINES = 40  # the report's own excerpt; log-tail.txt has every line given
 MD_TIMELINE_ROWS = 30  # a training loop repeats its phases; report.json keeps them all

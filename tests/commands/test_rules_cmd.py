@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 from hangwatch.cli import main
-from hangwatch.config import builtin_rules_dir, load_pack_text
+from hangwatch.packs.load import builtin_rules_dir, load_pack_text
 
 
 def rules(*args: str) -> tuple[int, str, str]:
@@ -315,7 +315,7 @@ def test_rules_test_with_the_block_matcher_says_what_line_by_line_matching_says(
 
     pytest.importorskip("hyperscan")
     from hangwatch.commands import rules as rules_command
-    from hangwatch.config import load_rule_set
+    from hangwatch.packs.load import load_rule_set
 
     log = _mixed_log(tmp_path / "mixed.log")
     mine = write(tmp_path / "mine.yaml", MY_PACK)

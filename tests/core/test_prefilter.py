@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 import regex
 
-from hangwatch.config import load_pack_text, load_rule_set
 from hangwatch.core.clock import FakeClock
 from hangwatch.core.engine import Engine
 from hangwatch.core.events import PhaseEvent, RecoveredEvent, StallEvent
@@ -32,6 +31,7 @@ from hangwatch.core.prefilter import (
 from hangwatch.core.progress import ProgressJudge
 from hangwatch.core.rules import RuleSet
 from hangwatch.core.translate import Untranslatable, line_forms, translate
+from hangwatch.packs.load import load_pack_text, load_rule_set
 
 hyperscan = pytest.importorskip("hyperscan")
 

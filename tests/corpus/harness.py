@@ -3,7 +3,7 @@
 `index.yaml` lists each excerpt with its source thread, the framework that printed it, the
 built-in pack for that framework (or null) and what the thread says hung: the phases and
 signals any one of which counts as a right answer, or `healthy`. Each excerpt is read the way
-`hangwatch check` reads a log (the engine `make_engine` builds, `read_log`, `result`), once
+`hangwatch check` reads a log (the engine `build_engine` builds, `read_log`, `result`), once
 with every built-in pack and once with the framework's own pack left out (that pack and every
 pack extending it), which measures what the rest, the generic layer included, make of a
 framework nobody wrote a pack for.
@@ -20,13 +20,13 @@ from typing import Any
 import yaml
 
 from hangwatch.commands.check import read_log, result
-from hangwatch.config import load_builtin_packs
 from hangwatch.core.clock import SystemClock
 from hangwatch.core.engine import Engine
 from hangwatch.core.model import RulePack
 from hangwatch.core.prefilter import Prefilter, build_prefilter
 from hangwatch.core.rules import RuleSet
-from hangwatch.prefilter_cache import default_store
+from hangwatch.packs.load import load_builtin_packs
+from hangwatch.storage.cache import default_store
 
 CORPUS = Path(__file__).resolve().parent
 INDEX = CORPUS / "index.yaml"
@@ -146,7 +146,7 @@ def _prefilter(rules: RuleSet) -> Prefilter | None:
 
 
 def engine_for(rules: RuleSet) -> Engine:
-    """The engine `make_engine` builds for `hangwatch check`, its prefilter built once per
+    """The engine `build_engine` builds for `hangwatch check`, its prefilter built once per
     rule set rather than once per excerpt."""
     return Engine(rules, default_stall=STALL_S, clock=SystemClock(), prefilter=_prefilter(rules))
 
