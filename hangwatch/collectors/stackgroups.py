@@ -21,13 +21,14 @@ from hangwatch.collectors.discover import ProcFS
 from hangwatch.collectors.kernelwait import thread_waits
 from hangwatch.collectors.members import read_members
 from hangwatch.collectors.stacks import PTRACE_HINT, Runner, dump_stacks, find_py_spy
-from hangwatch.config import builtin_rules_dir, parse_yaml
 from hangwatch.core.kernelwait import kernel_place
 from hangwatch.core.members import Member
 from hangwatch.core.stackgroups import Place, StackGroups, group, place_of, unreadable_place
 from hangwatch.core.stackrules import StackRule, parse_stack_rules
 from hangwatch.core.stacktext import parse_dump
 from hangwatch.errors import ConfigError, ConfigErrors
+from hangwatch.packs.load import builtin_rules_dir
+from hangwatch.storage.yamlfile import parse_yaml
 
 STACK_RULES_FILE = "stacks/generic.yaml"
 

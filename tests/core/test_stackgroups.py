@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from hangwatch.config import parse_yaml
 from hangwatch.core.members import Member
 from hangwatch.core.stackgroups import Place, group, place_of
 from hangwatch.core.stackrules import parse_stack_rules
 from hangwatch.core.stacktext import normalise, parse_dump
+from hangwatch.storage.yamlfile import parse_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "stacks"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from hangwatch.config import parse_yaml
 from hangwatch.core.stackrules import parse_stack_rules, rule_for
+from hangwatch.storage.yamlfile import parse_yaml
 
 GOOD = """\
 stacks:
