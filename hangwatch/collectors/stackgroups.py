@@ -13,7 +13,6 @@ import platform
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from hangwatch.collectors.bounded import run_command
@@ -23,14 +22,11 @@ from hangwatch.collectors.members import read_members
 from hangwatch.collectors.stacks import PTRACE_HINT, Runner, dump_stacks, find_py_spy
 from hangwatch.core.kernelwait import kernel_place
 from hangwatch.core.members import Member
+from hangwatch.core.rules import RuleSet
 from hangwatch.core.stackgroups import Place, StackGroups, group, place_of, unreadable_place
-from hangwatch.core.stackrules import StackRule, parse_stack_rules
+from hangwatch.core.stackrules import StackRule
 from hangwatch.core.stacktext import parse_dump
-from hangwatch.errors import ConfigError, ConfigErrors
-from hangwatch.packs.load import builtin_rules_dir
-from hangwatch.storage.yamlfile import parse_yaml
-
-STACK_RULES_FILE = "stacks/generic.yaml"
+from hangwatch.packs.load import load_builtin_packs
 
 
 @dataclass(frozen=True)
@@ -55,22 +51,9 @@ class Collected:
                 "notes": list(self.notes), "elapsed_s": round(self.elapsed_s, 2)}
 
 
-def load_stack_rules(path: Path | None = None) -> list[StackRule]:
-    """The `stacks:` rules of a file (the built-in generic set by default)."""
-    path = path or builtin_rules_dir() / STACK_RULES_FILE
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigErrors([ConfigError(f"cannot read: {exc}", file=str(path))]) from None
-    doc = parse_yaml(text, str(path))
-    if not isinstance(doc, dict) or "stacks" not in doc:
-        raise ConfigErrors([ConfigError("a stacks file is a mapping with a `stacks:` list",
-                                        file=str(path), line=1)])
-    line = getattr(doc, "key_lines", {}).get("stacks", 1)
-    rules, errors = parse_stack_rules(doc["stacks"], str(path), line)
-    if errors:
-        raise ConfigErrors(errors)
-    return rules
+def load_stack_rules() -> tuple[StackRule, ...]:
+    """The built-in packs' `stacks:` rules (the generic layer's, under any pack's own)."""
+    return RuleSet(load_builtin_packs()).stack_rules
 
 
 def collect_groups(pids: Sequence[int], *, rules: Sequence[StackRule],

@@ -6,23 +6,18 @@ from pathlib import Path
 
 import pytest
 
+from hangwatch.collectors.stackgroups import load_stack_rules
 from hangwatch.core.members import Member
 from hangwatch.core.stackgroups import Place, group, place_of
-from hangwatch.core.stackrules import parse_stack_rules
 from hangwatch.core.stacktext import normalise, parse_dump
-from hangwatch.storage.yamlfile import parse_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "stacks"
-RULES_FILE = ROOT / "rules" / "stacks" / "generic.yaml"
 
 
 @pytest.fixture(scope="module")
 def rules():
-    doc = parse_yaml(RULES_FILE.read_text(), str(RULES_FILE))
-    found, errors = parse_stack_rules(doc["stacks"], str(RULES_FILE))
-    assert errors == []
-    return found
+    return load_stack_rules()
 
 
 def place(rules, name: str) -> Place:
