@@ -60,10 +60,12 @@ class StackGroup:
     count: int
     phase: str | None
     label: str | None = None
+    key: tuple[str, ...] = ()  # the telling frames its processes share (merge groups on it)
 
     def to_json(self) -> dict[str, object]:
         return {"where": self.where, "frames": list(self.frames), "pids": list(self.pids),
-                "ranks": list(self.ranks), "count": self.count, "phase": self.phase}
+                "ranks": list(self.ranks), "count": self.count, "phase": self.phase,
+                "key": list(self.key or (self.where,))}
 
 
 @dataclass(frozen=True)
@@ -174,7 +176,7 @@ def group(members: Sequence[Member], places: Mapping[int, Place]) -> StackGroups
 def _group_of(ms: Sequence[Member], place: Place) -> StackGroup:
     ms = sorted(ms, key=lambda m: (m.rank is None, m.rank or 0, m.pid))
     return StackGroup(place.where, place.frames, tuple(m.pid for m in ms),
-                      tuple(m.rank for m in ms), len(ms), place.phase, place.label)
+                      tuple(m.rank for m in ms), len(ms), place.phase, place.label, place.key)
 
 
 def _compare(peers: Sequence[Member], places: Mapping[int, Place]
@@ -222,12 +224,13 @@ def _names(ms: Sequence[Member]) -> str:
     """`ranks 0-2,5`, `rank 3`, or `pids 17,19` when some have no rank."""
     if all(m.rank is not None for m in ms):
         ranks = sorted({m.rank for m in ms if m.rank is not None})
-        return f"rank{'s' if len(ranks) > 1 else ''} {_ranges(ranks)}"
+        return f"rank{'s' if len(ranks) > 1 else ''} {rank_ranges(ranks)}"
     pids = sorted(m.pid for m in ms)
     return f"pid{'s' if len(pids) > 1 else ''} {','.join(map(str, pids))}"
 
 
-def _ranges(numbers: Sequence[int]) -> str:
+def rank_ranges(numbers: Sequence[int]) -> str:
+    """`0-2,5` for [0, 1, 2, 5] (sorted, no repeats)."""
     parts: list[str] = []
     start = prev = numbers[0]
     for n in [*numbers[1:], None]:
@@ -252,3 +255,27 @@ def _summary(suspects: Sequence[Suspect], whole: Sequence[str],
     if len(groups) == 1:
         return f"every process is in `{groups[0].where}`"
     return f"{len(groups)} groups, no clear majority among peers"
+
+
+# --- the groups as JSON data (report.json, the stall event, `hangwatch merge`) -----------------
+
+def majority_phase(groups: Sequence[Mapping[str, object]]) -> str | None:
+    """Where the frames say the job is: the phase of the largest group of ranks (of the
+    largest group when no process has a rank)."""
+    ranked = [g for g in groups if any(r is not None for r in _list(g.get("ranks")))]
+    chosen = (ranked or list(groups))[:1]
+    phase = chosen[0].get("phase") if chosen else None
+    return phase if isinstance(phase, str) else None
+
+
+def frames_phase(log_phase: str | None, groups: Sequence[Mapping[str, object]]) -> str | None:
+    """The frames' phase when it says something the log's phase does not (else None): both are
+    shown side by side then. Generic-layer ids compare without their `generic:` prefix."""
+    frames = majority_phase(groups)
+    if frames is None or (log_phase or "").removeprefix("generic:") == frames:
+        return None
+    return frames
+
+
+def _list(value: object) -> list[object]:
+    return list(value) if isinstance(value, (list, tuple)) else []
