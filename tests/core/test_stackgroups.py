@@ -131,7 +131,8 @@ def test_plain_waits_are_placed_at_the_program_s_own_frame_or_the_native_call(
 
 def test_json_carries_the_issue_s_field_names(rules):
     data = group(*ranks(rules, "data")).to_json()
-    assert set(data["stack_groups"][0]) == {"where", "frames", "pids", "ranks", "count", "phase"}
+    assert set(data["stack_groups"][0]) == {"where", "frames", "pids", "ranks", "count", "phase",
+                                                "key"}
     assert set(data["suspects"][0]) == {"pid", "rank", "where", "phase", "why"}
     assert data["stack_groups"][0]["frames"][0] == (
         "all_reduce (torch/distributed/distributed_c10d.py)")
