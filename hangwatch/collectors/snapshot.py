@@ -19,9 +19,11 @@ from hangwatch.collectors.bounded import Background
 from hangwatch.collectors.discover import Found, discover
 from hangwatch.collectors.gpu import collect_gpus
 from hangwatch.collectors.procs import describe, is_python
-from hangwatch.collectors.stacks import dump_stacks, find_py_spy
+from hangwatch.collectors.stackgroups import Collected, StackOptions, collect_groups
+from hangwatch.collectors.stacks import find_py_spy
 from hangwatch.collectors.system import collect_system
 from hangwatch.core.evidence import BAD_STATUS, facts, gib_pair, process_label, telling_frame
+from hangwatch.core.stackrules import StackRule
 
 DISCOVERY_SHARE = 0.4  # of the total bound; the process details and stacks need the rest
 
@@ -37,6 +39,7 @@ class SnapshotOptions:
     stack_timeout: float = 10.0
     total_timeout: float = 20.0
     known_tree: tuple[int, ...] = ()  # pids the caller already knows belong to the job
+    stack_rules: tuple[StackRule, ...] = ()  # the rule set's `stacks:`: frames -> places
 
 
 def take_snapshot(options: SnapshotOptions) -> dict[str, Any]:
@@ -72,17 +75,27 @@ def take_snapshot(options: SnapshotOptions) -> dict[str, Any]:
     statuses_read.wait(min(2.0, left()))
     python_pids = [pid for pid, rec in list(records.items())
                    if is_python(rec) and rec.get("status") not in ("zombie", "dead")]
-    stacks: dict[int, dict[str, Any]] = {}
     py_spy = find_py_spy() if options.stacks else None
-    stacks_job = Background(lambda: dump_stacks(
-        python_pids if options.stacks else [], stacks, py_spy=py_spy,
-        timeout=options.stack_timeout, deadline=deadline - 0.1, native=options.native),
-        "stacks")
+    # Every process's stack at once, grouped: who stands where, and who is the odd one out.
+    stacks_job = Background(lambda: collect_groups(
+        [f.pid for f in found], rules=options.stack_rules, py_spy=py_spy,
+        options=StackOptions(native=options.native, timeout=options.stack_timeout,
+                             budget=max(0.1, left() - 0.5))), "stacks") if options.stacks else None
 
-    for name, job in (("processes", procs_job), ("stacks", stacks_job)):
-        if job.result(left())[1] == "timed out":
-            errors.append({"collector": name, "error": "not finished within the snapshot's "
-                                                       f"{options.total_timeout:g}s bound"})
+    if procs_job.result(left())[1] == "timed out":
+        errors.append({"collector": "processes", "error": "not finished within the snapshot's "
+                                                          f"{options.total_timeout:g}s bound"})
+    collected: Collected | None = None
+    if stacks_job is not None:
+        collected, error = stacks_job.result(left())
+        if collected is None:
+            errors.append({"collector": "stacks", "error": (
+                f"not finished within the snapshot's {options.total_timeout:g}s bound"
+                if error == "timed out" else error or "failed")})
+    # A process that is not Python has no Python stack to tell of: its reason says so.
+    stacks = {pid: dump for pid, dump in (collected.stacks if collected else {}).items()
+              if pid in python_pids or "stack" in dump}
+    notes = [*notes, *(collected.notes if collected else ())]
     nvml, error = gpus_job.result(left())
     if nvml is None:
         nvml = {"status": "timeout" if error == "timed out" else "error", "gpus": [],
@@ -106,11 +119,22 @@ def take_snapshot(options: SnapshotOptions) -> dict[str, Any]:
         "processes": processes,
         "system": system or {},
         "stacks": {"enabled": options.stacks, "native": options.native, "py_spy": py_spy},
+        **_groups(collected),
         "discovery": {"log_paths": [str(p) for p in options.log_paths],
                       "match": options.match, "notes": notes},
         "errors": errors,
         "flight_recorder": recorder,
     }
+
+
+def _groups(collected: Collected | None) -> dict[str, Any]:
+    """stack_groups, suspects, stack_summary and members (empty when no stack was taken)."""
+    if collected is None:
+        return {"stack_groups": [], "suspects": [], "stack_summary": "", "members": []}
+    groups = collected.groups.to_json()
+    return {"stack_groups": groups["stack_groups"], "suspects": groups["suspects"],
+            "stack_summary": groups["summary"],
+            "members": [m.to_json() for m in collected.members]}
 
 
 def _processes(found: Sequence[Found], records: dict[int, dict[str, Any]],
@@ -157,17 +181,22 @@ def _match_gpus(gpus: list[dict[str, Any]],
 # --- short text for people: live output, the incident report, `hangwatch snapshot` ------------
 
 def key_findings(snapshot: dict[str, Any]) -> list[str]:
-    """A few lines that say the most: where each process waits, each GPU, what is broken."""
+    """A few lines that say the most: where the job's processes stand (the groups' summary,
+    else where each process waits), each GPU, what is broken."""
     lines: list[str] = []
     processes = snapshot.get("processes", [])
     if not processes:
         lines.extend(snapshot.get("discovery", {}).get("notes", [])
                      or ["no process of the job found"])
+    grouped = bool(snapshot.get("stack_groups"))
+    if grouped and snapshot.get("stack_summary"):
+        lines.append(snapshot["stack_summary"])
     stack_errors: dict[str, int] = {}
     for p in processes:
         frame = telling_frame(p.get("stack"))
         if frame:
-            lines.append(f"{process_label(p)}: {frame}")
+            if not grouped:  # the groups say it, for every process at once
+                lines.append(f"{process_label(p)}: {frame}")
         elif (p.get("status") not in ("zombie", "dead") and (why := p.get("stack_error"))
               and "not a Python process" not in why):
             stack_errors[why] = stack_errors.get(why, 0) + 1

@@ -180,3 +180,9 @@ class Incident:
     report: str | None
     advice: tuple[Advice, ...]
     findings: tuple[str, ...] = ()
+    # Where every process stands (StackGroups.to_json() shapes): groups largest first, the odd
+    # ones out, one sentence; and the frames' phase when it differs from the log's.
+    stack_groups: tuple[dict[str, Any], ...] = ()
+    suspects: tuple[dict[str, Any], ...] = ()
+    stack_summary: str = ""
+    frames_phase: str | None = None

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from hangwatch.core.stackrules import StackRule
+
 Severity = Literal["info", "warning", "error"]
 SEVERITIES: tuple[Severity, ...] = ("info", "warning", "error")
 
@@ -112,6 +114,7 @@ class RulePack:
     finish: tuple[FinishRule, ...] = ()
     diagnoses: tuple[DiagnosisRule, ...] = field(default=())
     ranks: tuple[RankRule, ...] = ()
+    stack_rules: tuple[StackRule, ...] = ()  # `stacks:` frame patterns -> places
 
     def rule_count(self) -> dict[str, int]:
         return {
@@ -122,6 +125,7 @@ class RulePack:
             "finish": len(self.finish),
             "diagnoses": len(self.diagnoses),
             "ranks": len(self.ranks),
+            "stacks": len(self.stack_rules),
         }
 
 

@@ -24,11 +24,12 @@ from hangwatch.core.model import (
     RulePack,
     SignalRule,
 )
+from hangwatch.core.stackrules import StackRule, parse_stack_rules
 from hangwatch.errors import ConfigError, ConfigErrors
 from hangwatch.storage.yamlfile import YamlMapping, parse_yaml
 
 PACK_KEYS = {"pack", "description", "extends", "layer", "phases", "signals", "noise",
-             "progress", "finish", "diagnoses", "checks", "ranks"}
+             "progress", "finish", "diagnoses", "checks", "ranks", "stacks"}
 LAYERS = ("pack", "generic")
 GENERIC_PREFIX = "generic:"  # generic-layer ids are shown, and kept apart, as generic:<id>
 SECTION_KEYS: dict[str, tuple[set[str], set[str]]] = {
@@ -112,6 +113,7 @@ class _PackParser:
             for section in SECTION_KEYS
         }
         self.checks = tuple(sections["checks"])
+        stack_rules = self._stacks(doc)
         return RulePack(
             name=name,
             file=self.file,
@@ -126,7 +128,17 @@ class _PackParser:
             finish=tuple(sections["finish"]),
             diagnoses=tuple(sections["diagnoses"]),
             ranks=tuple(sections["ranks"]),
+            stack_rules=tuple(stack_rules),
         )
+
+    def _stacks(self, doc: YamlMapping) -> list[StackRule]:
+        """`stacks:` maps frames to places (core/stackrules.py validates it, with lines)."""
+        if "stacks" not in doc:
+            return []
+        rules, errors = parse_stack_rules(doc["stacks"], self.file, doc.key_lines["stacks"])
+        self.errors.extend(errors)
+        self.patterns += len(rules)
+        return rules
 
     def _section(self, doc: YamlMapping, section: str, seen: dict[str, int]) -> Iterator[Any]:
         items = doc.get(section)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import re
+import socket
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,6 +32,7 @@ from hangwatch.collectors.snapshot import (
 from hangwatch.core.durations import format_duration
 from hangwatch.core.events import Advice, StallEvent
 from hangwatch.core.evidence import process_label
+from hangwatch.core.stackgroups import frames_phase
 from hangwatch.escape import jsontext, markdown
 from hangwatch.escape.redact import redact_text, redact_tree
 from hangwatch.escape.terminal import visible, visible_lines
@@ -38,8 +40,10 @@ from hangwatch.reporters.base import where_text
 from hangwatch.reporters.ranks import COLUMNS, grouped, laggard_name, stall_lines
 from hangwatch.reporters.snapshot_tables import (
     GPU_COLUMNS,
+    GROUP_COLUMNS,
     PROCESS_COLUMNS,
     gpu_rows,
+    group_rows,
     process_rows,
     system_lines,
 )
@@ -54,8 +58,15 @@ def write_incident(report_dir: Path, *, stall: StallEvent, timeline: Sequence[di
                    snapshot: dict[str, Any] | None, advice: Sequence[Advice]) -> Path:
     """Write the four files into a new folder under `report_dir`; return that folder."""
     snap = snapshot or {}
+    groups = snap.get("stack_groups") or []
     report: dict[str, Any] = redact_tree({
+        "host": socket.gethostname(),  # `hangwatch merge` names each node by it
         "stall": dataclasses.asdict(stall),
+        "frames_phase": frames_phase(stall.phase, groups),
+        "stack_groups": groups,
+        "suspects": snap.get("suspects") or [],
+        "stack_summary": snap.get("stack_summary") or "",
+        "members": snap.get("members") or [],
         "timeline": [dict(entry) for entry in timeline],
         "gpus": snap.get("gpus", []),
         "processes": snap.get("processes", []),
@@ -158,6 +169,9 @@ def render_markdown(report: dict[str, Any], tail: Sequence[str], snapshot_taken:
             f"- **Last completed phase:** {last}",
             *([f"- **Named by:** {markdown.code(stall['marker'])}"] if stall.get("marker")
               else []),
+            *([f"- **The frames say:** {markdown.code(report['frames_phase'])} (the log says "
+               f"{markdown.code(stall.get('phase') or 'no phase')})"]
+              if report.get("frames_phase") else []),
             *([f"- **Usually:** {markdown.inline(stall['usual'])}"] if stall.get("usual")
               else []),
             *(f"- **Repeating:** {markdown.code(w['template'])} repeated {w['count']} times in "
@@ -167,6 +181,8 @@ def render_markdown(report: dict[str, Any], tail: Sequence[str], snapshot_taken:
     out += _section("Key findings", [f"- {markdown.inline(line)}"
                                      for line in report["key_findings"]]
                     or ["- (snapshots disabled)" if not snapshot_taken else "- none"])
+    if report.get("stack_groups"):
+        out += _section("Where the ranks are", where_ranks_md(report))
     out += _section("Advice", _advice_md(report["advice"]) or ["none"])
     signals = stall.get("signals") or []
     if signals:
@@ -192,6 +208,23 @@ def render_markdown(report: dict[str, Any], tail: Sequence[str], snapshot_taken:
     out += _section(f"Log tail (last {min(len(tail), MD_LOG_LINES)} lines)",
                     markdown.fence(tail[-MD_LOG_LINES:]))
     return "\n".join(out).rstrip() + "\n"
+
+
+def where_ranks_md(data: dict[str, Any]) -> list[str]:
+    """The groups' sentence, the groups (where, phase, how many, which ranks, which ranks are
+    elsewhere) and why each suspect is one; `hangwatch merge` writes the same."""
+    lines = [markdown.inline(data.get("stack_summary") or ""), ""] if data.get(
+        "stack_summary") else []
+    lines += _table(GROUP_COLUMNS, [
+        (markdown.code_cell(row[0]), *(markdown.cell(c) for c in row[1:]))
+        for row in group_rows(data)], escaped=True)
+    suspects = data.get("suspects") or []
+    if suspects:
+        lines.append("")
+    for suspect in suspects:
+        node = f"{suspect['node']}: " if suspect.get("node") else ""
+        lines.append(f"- suspect: {markdown.inline(node + str(suspect.get('why', '')))}")
+    return lines
 
 
 def _advice_md(advice: Sequence[dict[str, str]]) -> list[str]:

@@ -77,6 +77,12 @@ def incident_dict(incident: Incident) -> dict[str, Any]:
         "laggards": [dataclasses.asdict(lag) for lag in stall.laggards],
         "rank_summary": stall.rank_summary,
         "desync": stall.desync,
+        # Where every process stands, from its stack (empty without a snapshot), and the
+        # frames' phase when it differs from the log's.
+        "frames_phase": incident.frames_phase,
+        "stack_groups": list(incident.stack_groups),
+        "suspects": list(incident.suspects),
+        "stack_summary": incident.stack_summary,
         "time": stall.wall,
         **_optional(stall, "step", "laggards"),
     }

@@ -3,6 +3,7 @@ the advice its evidence supports. Run by the session on a worker thread, never o
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -19,7 +20,8 @@ def evidence_collector(rules: RuleSet, options: Callable[[], Any]) -> Collector:
         from hangwatch.collectors.snapshot import key_findings, take_snapshot
         from hangwatch.core.evidence import diagnose
 
-        snapshot = take_snapshot(options())
+        # The rule set's `stacks:` say where each process's frames are.
+        snapshot = take_snapshot(dataclasses.replace(options(), stack_rules=rules.stack_rules))
         advice = diagnose(rules.diagnoses, snapshot, phase=stall.phase,
                           signals=[s.id for s in stall.signals])
         return snapshot, list(advice), key_findings(snapshot)

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from hangwatch.core.durations import format_duration
 from hangwatch.core.engine import Engine
 from hangwatch.core.events import Advice, Event, Incident, Notice, StallEvent
+from hangwatch.core.stackgroups import frames_phase
 from hangwatch.errors import ExitStatus
 from hangwatch.reporters.advice import rank_advice
 from hangwatch.reporters.base import Reporter, View
@@ -237,8 +238,13 @@ class Session:
                        f"the stall and its advice are shown here, and watching goes on")
             findings.append(message)
             self.queue.put(Notice(str(report_dir), "unwritable", message))
-        self.queue.put(_IncidentReady(Incident(stall, report, tuple(advice),
-                                               tuple(dict.fromkeys(findings)))))
+        snap = snapshot or {}
+        groups = tuple(snap.get("stack_groups") or ())
+        self.queue.put(_IncidentReady(Incident(
+            stall, report, tuple(advice), tuple(dict.fromkeys(findings)),
+            stack_groups=groups, suspects=tuple(snap.get("suspects") or ()),
+            stack_summary=snap.get("stack_summary") or "",
+            frames_phase=frames_phase(stall.phase, groups))))
 
     # --- live views ----------------------------------------------------------------------
 

@@ -63,8 +63,15 @@ def test_blocked_job_is_found_from_its_log_with_its_stack_and_gpu(jobs, nvml, tm
     assert snap["gpus"][1]["processes"][0]["in_job"] is False
     assert snap["system"]["filesystems"][0]["path"] == str(log)
     findings = key_findings(snap)
-    assert any(line.startswith(f"pid {child.pid} rank 0 (python") and
-               "wait_for_weights (child.py:" in line for line in findings)
+    # Its stack grouped: the groups' sentence leads the findings, and stands for the
+    # per-process "waits in" lines.
+    [only] = snap["stack_groups"]
+    assert (only["where"], only["pids"], only["ranks"]) == (
+        "wait_for_weights (child.py)", [child.pid], [0])
+    assert snap["members"][0]["rank"] == 0 and snap["suspects"] == []
+    assert findings[0] == snap["stack_summary"] == "every process is in `wait_for_weights " \
+                                                   "(child.py)`"
+    assert not any(line.startswith(f"pid {child.pid} rank 0 (python") for line in findings)
     assert any(line.startswith("GPU0 NVIDIA H100: util 100% (100, 100), mem 70.0/80.0 GiB, "
                                f"71°C, 650 W, job pids {child.pid}") for line in findings)
     text = json.dumps(snap)

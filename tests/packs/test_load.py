@@ -125,3 +125,57 @@ def test_missing_rules_path_is_a_usage_error(tmp_path: Path, capsys):
     log.write_text("hello\n")
     assert main(["check", str(log), "--rules", str(tmp_path / "nope.yaml")]) == 2
     assert "no such rule file or folder" in capsys.readouterr().err
+
+
+# --- stacks: frame patterns -> places ---------------------------------------------------------
+
+MY_STACKS = """\
+pack: mine
+stacks:
+  - id: my_loader
+    match: '^fetch_shard \\(mytrainer/data\\.py\\)'
+    phase: data_load
+    label: reading a shard
+"""
+
+
+def test_a_packs_stacks_rules_are_tried_before_the_generic_layers(tmp_path: Path):
+    (tmp_path / "mine.yaml").write_text(MY_STACKS + """\
+  - id: my_collective
+    match: '^all_reduce \\('
+    phase: collective
+    label: my all-reduce
+""")
+    rules = load_rule_set([tmp_path / "mine.yaml"])
+    ids = [r.id for r in rules.stack_rules]
+    assert ids[:2] == ["my_loader", "my_collective"]
+    assert "torch_collective" in ids[2:]  # the generic layer's follow
+    from hangwatch.core.stackrules import rule_for
+
+    hit = rule_for("all_reduce (torch/distributed/distributed_c10d.py)", rules.stack_rules)
+    assert hit is not None and hit.label == "my all-reduce"
+
+
+def test_bad_stacks_rules_are_reported_with_file_line_and_rule():
+    messages = errors_of("""pack: mine
+stacks:
+  - id: a
+    match: 'x('
+    label: words
+  - id: b
+    match: y
+    phase: Not-An-Id
+    colour: red
+""")
+    assert messages == [
+        "mine.yaml:4: rule a: bad regex in `match`: missing ), unterminated subpattern at "
+        "position 1: 'x('",
+        "mine.yaml:9: rule b: unknown key 'colour' in stacks (known: id, label, match, phase)",
+        "mine.yaml:6: rule b: missing required key 'label' in stacks",
+        "mine.yaml:8: rule b: `phase` must be a phase id (lower case, e.g. data_load)",
+    ]
+
+
+def test_stacks_that_is_not_a_list_names_its_line():
+    assert errors_of("pack: mine\nstacks: {id: a}\n") == [
+        "mine.yaml:2: `stacks` must be a list of rules (id, match, label, phase)"]
