@@ -229,7 +229,8 @@ def test_ranks_all_waiting_at_one_step_are_stuck_as_a_whole(tmp_path):
     assert run.leftovers() == []
 
 
-def watch_rank_files(tmp_path: Path, jobs, *job_args: str) -> dict[str, Any]:
+def watch_rank_files(tmp_path: Path, jobs, *job_args: str,
+                     options: tuple[str, ...] = ()) -> dict[str, Any]:
     """Start the job writing rank0.log..rank2.log, watch the three files with `hangwatch
     LOG...`, return its stall event (JSON Lines)."""
     logs = tmp_path / "logs"
@@ -242,7 +243,7 @@ def watch_rank_files(tmp_path: Path, jobs, *job_args: str) -> dict[str, Any]:
                                                               os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run(
         [sys.executable, "-m", "hangwatch", *(str(logs / f"rank{r}.log") for r in range(3)),
-         "--stall", "8s", *SLOW_START_OK, "--exit-on-stall", "--json", "--no-snapshot",
+         "--stall", "8s", *options, "--exit-on-stall", "--json", "--no-snapshot",
          "--report-dir", str(tmp_path / "reports")],
         capture_output=True, text=True, timeout=90, env=child_env, cwd=tmp_path)
     assert done.returncode == 3, done.stderr
@@ -253,7 +254,7 @@ def watch_rank_files(tmp_path: Path, jobs, *job_args: str) -> dict[str, Any]:
 
 def test_separate_rank_logs_name_the_rank_behind(tmp_path, jobs):
     pytest.importorskip("torch")
-    stall = watch_rank_files(tmp_path, jobs, "--stall-at", "9")
+    stall = watch_rank_files(tmp_path, jobs, "--stall-at", "9", options=SLOW_START_OK)
     [lag] = stall["laggards"]
     assert (lag["rank"], lag["counter"], Path(lag["source"]).name) == (2, 8, "rank2.log")
     assert stall["rank_summary"].startswith("held up by rank 2: at step 8 while ranks 0,1")
