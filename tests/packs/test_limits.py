@@ -107,7 +107,8 @@ def test_catastrophic_pattern_on_a_long_line_costs_one_bounded_search(prefiltere
     # Matched line by line, each search is cut at the timeout; Hyperscan, where it can take
     # the pattern whole, never backtracks at all.
     assert rules.timeouts == (0 if prefiltered and prefilter is not None else 3)
-    assert elapsed < 3 * rules_module.MATCH_TIMEOUT_S + 1.0
+    # Unbounded, these searches would take minutes: a loaded machine adds seconds at most.
+    assert elapsed < 3 * rules_module.MATCH_TIMEOUT_S + 5.0
     assert engine.state()["lines"] == {"job.log": 4}
 
 
