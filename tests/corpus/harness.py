@@ -82,9 +82,10 @@ class Outcome:
     step: str | None
     signals: tuple[str, ...]
     verdict: str
+    between: str = ""
 
     def reported(self) -> str:
-        where = self.phase or "no phase"
+        where = self.phase or (f"no phase, {self.between}" if self.between else "no phase")
         if self.step:
             where += f" / step {self.step}"
         return f"{where}; signals: {', '.join(self.signals) or 'none'}; {self.verdict}"
@@ -264,9 +265,12 @@ def judge(entry: Entry, rules: RuleSet) -> Outcome:
         errors = any(s["severity"] == "error" for s in state["signals"])
         right = data["verdict"] != "stalled" and not errors
     else:
+        # Nothing open: the place expected next (core/order.py) names where it hangs.
+        between = engine.between()
+        nexts = {qualified(r.id, rules) for r in between.before} if between else set()
         right = (phase in entry.phases or step in entry.phases
-                 or any(s in entry.signals for s in signals))
-    return Outcome(entry, right, phase, step, signals, data["verdict"])
+                 or any(s in entry.signals for s in signals) or bool(nexts & entry.phases))
+    return Outcome(entry, right, phase, step, signals, data["verdict"], data["between"])
 
 
 def measure(entries: Iterable[Entry]) -> dict[str, Tally]:
