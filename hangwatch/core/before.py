@@ -60,6 +60,7 @@ class Place:
     text: str
     back: int
     counter: str = ""  # the bar or counter line, when that came after the phase line
+    by_start: bool = False  # `phase` is a rule's START the engine has read already
 
     def describe(self) -> str:
         where = f"{self.phase.title} ({self.phase.id})" if self.phase else "a progress line"
@@ -88,7 +89,7 @@ def place_before(lines: Sequence[str], stop: str,
         if rules:
             found = counter or (text, back)
             return Place(rules[0], text.strip(), found[1],
-                         counter[0].strip() if counter else "")
+                         counter[0].strip() if counter else "", by_start=True)
         if counter is None and COUNTER.search(text):
             counter = (text, back)
     if counter is not None:

@@ -434,6 +434,8 @@ class Engine:
         if place is None or (place.phase is not None and place.phase.id in open_ids
                              and not place.counter):
             return []  # the open phase or step already says it
+        if current is None and place.by_start:
+            return []  # a phase read, and completed, before: what is between says more
         self._place = place
         if current is not None or place.phase is None:
             return []  # beside the open phase: the signal's context says it
