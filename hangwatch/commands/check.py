@@ -61,6 +61,8 @@ def result(engine: Engine, quiet_s: float) -> dict[str, Any]:
         "last_step": state["last_step"],
         "marker": state["marker"],
         "last_completed": state["last_completed"],
+        "between": state["between"],
+        "context": state["context"],
         "quiet_s": round(quiet_s, 3),
         "threshold_s": state["threshold_s"],
         "threshold_from": state["threshold_from"],
@@ -84,7 +86,11 @@ def render(data: dict[str, Any], out: TextIO) -> None:
     print(f"phase open:     {where_text(data) if data['phase'] else 'none'}", file=out)
     if data["marker"]:
         print(safe(f"named by:       {data['marker']}"), file=out)
+    if data["context"]:
+        print(safe(f"context:        {data['context']}"), file=out)
     print(f"last completed: {data['last_completed'] or 'none'}", file=out)
+    if data["between"]:
+        print(safe(f"between:        {data['between']}"), file=out)
     print(f"quiet for:      {format_duration(data['quiet_s'])} (threshold "
           f"{format_duration(data['threshold_s'])}, {data['threshold_from']}), "
           f"{lines} lines read", file=out)

@@ -12,6 +12,7 @@ from typing import Any
 
 import regex
 
+from hangwatch.core.before import BEFORE_LINES, Place, is_stop, place_before
 from hangwatch.core.clock import Clock
 from hangwatch.core.durations import format_duration
 from hangwatch.core.events import (
@@ -27,6 +28,7 @@ from hangwatch.core.events import (
 )
 from hangwatch.core.history import History
 from hangwatch.core.model import PhaseRule
+from hangwatch.core.order import Between, expected_next
 from hangwatch.core.phases import PhaseTracker, TimelineEntry, Where
 from hangwatch.core.prefilter import QUIET, Held, Pending, Plain, Prefilter, Spans
 from hangwatch.core.progress import ProgressJudge
@@ -91,6 +93,15 @@ class Engine:
         self._partials: dict[str, bytes] = {}  # unfinished last lines matched ahead
         self.unwrap = unwrap
         self._unwrappers: dict[str, Unwrapper] = {}
+        # What came before a stop line (core/before.py): each source's last lines, the block
+        # being read (source, its lines joined, the line count before it), and the place
+        # found, looked for once per quiet stretch.
+        self._tails: dict[str, list[str]] = {}
+        self._block: tuple[str, bytes, int] | None = None
+        self._place: Place | None = None
+        self._place_named: bool = False  # the place opened the phase in progress
+        self._place_looked = False
+        self._between: dict[str, Between | None] = {}  # by the phase completed last
 
     # --- input ---------------------------------------------------------------------------
 
@@ -107,6 +118,7 @@ class Engine:
         if self.unwrap:
             data, joined = self._unwrappers.setdefault(source, Unwrapper()).feed(data)
         base = self.lines.get(source, 0)
+        self._block = (source, data, base)
 
         def at(line: int) -> int:  # a line's number in the file: the row where it begins
             return base + physical(line - base, joined) if joined else line
@@ -119,7 +131,14 @@ class Engine:
                 events.extend(self._line(source, at(line), raw.decode("utf-8", "replace")))
         self.lines[source] += len(joined)  # the rows joined onto others are read too
         self.ranks.feed_block(source, data, self.tracker.current)  # ranks: prefixes, world
+        self._block = None
+        self._keep_tail(source, _last_lines(data, BEFORE_LINES))
         return events
+
+    def _keep_tail(self, source: str, lines: list[bytes]) -> None:
+        tail = self._tails.setdefault(source, [])
+        tail.extend(raw.decode("utf-8", "replace") for raw in lines)
+        del tail[:-BEFORE_LINES]
 
     def _feed_segments(self, source: str, data: bytes, prefilter: Prefilter,
                        at: Callable[[int], int]) -> list[Event]:
@@ -186,8 +205,10 @@ class Engine:
             return []
         self._partials[source] = data
         self._progressed = False
-        return self._line(source, self.lines.get(source, 0) + 1,
-                          data.decode("utf-8", "replace"))
+        events = self._line(source, self.lines.get(source, 0) + 1,
+                            data.decode("utf-8", "replace"))
+        self._keep_tail(source, [data])
+        return events
 
     def _skip_partial(self, source: str, data: bytes) -> bytes:
         """`data` less its first line when that line was matched ahead as a partial one."""
@@ -201,7 +222,9 @@ class Engine:
         """One line: a block of its own."""
         self._progressed = False
         line = self.lines[source] = self.lines.get(source, 0) + 1
-        return self._line(source, line, text)
+        events = self._line(source, line, text)
+        self._keep_tail(source, [text.encode("utf-8", "replace")])
+        return events
 
     def _line(self, source: str, line: int, text: str) -> list[Event]:
         """`text`, line `line` of `source`, matched by every rule (no prefilter)."""
@@ -377,6 +400,8 @@ class Engine:
             "marker": self._marker(),
             "last_completed": last.id if last else None,
             "last_completed_title": last.title if last else None,
+            "between": self._between_text(),
+            "context": self._place_text(),
             "idle_s": round(self.idle(), 3),
             "threshold_s": threshold,
             "threshold_from": threshold_from,
@@ -411,6 +436,8 @@ class Engine:
                 r for r in match.phase_starts if r.nests or not self._inside_pack_phase(r)))
         for rule in match.phase_dones:
             events.extend(self.tracker.done(rule, where))
+        placed = (self._place_stop(source, line, text)
+                  if match.signals and not self._place_looked and is_stop(text) else [])
         for rule in match.phase_starts:
             started = self._start(rule, where)
             if any(e.state == "started" and e.parent is None for e in started):
@@ -442,7 +469,68 @@ class Engine:
                 events.extend(self._plain(source, line, text))
             else:
                 events.extend(self._progress(source, line))
-        return events
+        return placed + events  # a place named after the fact is no progress
+
+    def _place_stop(self, source: str, line: int, text: str) -> list[Event]:
+        """A stop line (timeout, abort, watchdog) takes its place from the lines before it:
+        the phase that place names opens when none is open (core/before.py)."""
+        self._place_looked = True
+
+        def starts(candidate: str) -> tuple[PhaseRule, ...]:
+            found = self.rules.match(candidate)
+            return found.phase_starts if found is not None else ()
+
+        place = place_before(self._lines_before(source), text, starts, self._generic_phase)
+        current, step = self.tracker.current, self.tracker.current_step
+        open_ids = {r.id for r in (current, step[0] if step else None) if r is not None}
+        if place is None or (place.phase is not None and place.phase.id in open_ids
+                             and not place.counter):
+            return []  # the open phase or step already says it
+        if current is None and place.by_start:
+            return []  # a phase read, and completed, before: what is between says more
+        self._place = place
+        if current is not None or place.phase is None:
+            return []  # beside the open phase: the signal's context says it
+        self._place_named = True
+        where = Where(source, max(1, line - place.back), self.clock.wall(),
+                      parse_stamp(place.text), place.text)
+        return list(self._start(place.phase, where))
+
+    def _generic_phase(self, phase_id: str) -> PhaseRule | None:
+        return self.rules.phase(f"generic:{phase_id}")
+
+    def _lines_before(self, source: str) -> list[str]:
+        """The lines of `source` before the one being matched, oldest first: the last ones
+        of earlier blocks, then those of this block (the same whichever way it is read)."""
+        tail = list(self._tails.get(source, ()))
+        if self._block is not None and self._block[0] == source:
+            _, data, base = self._block
+            k = self.lines[source] - base - 1
+            if k > 0:
+                parts = data.split(b"\n", k)[:k]
+                tail += [raw.decode("utf-8", "replace") for raw in parts[-BEFORE_LINES:]]
+        return tail[-BEFORE_LINES:]
+
+    def _place_text(self) -> str:
+        """Where the place of a stop line came from, for the verdict's `context`."""
+        if self._place is None:
+            return ""
+        if self._place_named:
+            return f"named by the line before the stop: {self._place.describe()}"
+        return f"before the stop: {self._place.describe()}"
+
+    def between(self) -> Between | None:
+        """Nothing open: the place expected next after the last phase completed."""
+        last = self.tracker.last_completed
+        if self.tracker.current is not None or last is None:
+            return None
+        if last.id not in self._between:
+            self._between[last.id] = expected_next(last, self.rules)
+        return self._between[last.id]
+
+    def _between_text(self) -> str:
+        between = self.between()
+        return between.text() if between is not None else ""
 
     def _start(self, rule: PhaseRule, where: Where) -> list[PhaseEvent]:
         """A phase, or a step: one that names its parent, or a generic-layer phase seen while
@@ -514,12 +602,17 @@ class Engine:
             parts.append(f"during {phase.title} ({phase.id})")
         elif last is not None:
             parts.append(f"after {last.title} ({last.id})")
+        if self._place is not None:
+            parts.append(self._place_text())
         collective = _COLLECTIVE.search(text)
         if collective is not None:
             parts.append(f"collective {collective['op']} SeqNum {collective['seq']}")
         return "; ".join(parts)
 
     def _progress(self, source: str, line: int) -> list[Event]:
+        if not self._progressed:  # once a block (as the prefilter sees it, not each line)
+            self._place_looked = False  # the next quiet stretch has a stop line of its own
+            self._place, self._place_named = None, False
         self._progressed = True
         self.waits.progressed()
         self.ranks.progress(source)  # ranks: a file of one rank moved
@@ -587,9 +680,19 @@ class Engine:
             ranks=ranks.rows,
             rank_summary=ranks.summary,
             desync=ranks.desync,
+            between=self._between_text(),
+            context=self._place_text(),
         )
 
 
+
+
+def _last_lines(data: bytes, n: int) -> list[bytes]:
+    """The last `n` lines of `data` (lines ending in b"\\n")."""
+    parts = data.rsplit(b"\n", n + 1)
+    if parts and parts[-1] == b"":
+        parts.pop()
+    return parts[-n:]
 
 
 def _lines(data: bytes) -> list[bytes]:

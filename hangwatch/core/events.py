@@ -120,6 +120,8 @@ class StallEvent:
     ranks: tuple[RankRow, ...] = ()
     rank_summary: str = ""  # who holds the job up, or that no rank stands out
     desync: str = ""  # where each rank's collectives stand, from the NCCL watchdog's lines
+    between: str = ""  # nothing open: after the last phase, before the one expected next
+    context: str = ""  # the place a stop line took from the lines before it (core/before.py)
 
 
 @dataclass(frozen=True)

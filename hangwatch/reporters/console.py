@@ -146,6 +146,10 @@ class ConsoleReporter:
             after = f" (after {state['last_step']})" if state.get("last_step") else ""
             grid.add_row("step", safe(f"{step} [{state['step']}]{after}"))
         grid.add_row("last completed", safe(state.get("last_completed_title") or "none"))
+        if state.get("between"):
+            grid.add_row("between", safe(state["between"]))
+        if state.get("context"):
+            grid.add_row("context", safe(state["context"]))
         idle, limit = state["idle_s"], state["threshold_s"]
         style = "bold red" if state["stalled"] else ("yellow" if idle > limit / 2 else "green")
         label = "finished" if state["finished"] else (
@@ -227,6 +231,8 @@ class ConsoleReporter:
             rows += self._field("idle", f"{format_duration(state.get('idle_s', 0))} (threshold "
                                 f"{format_duration(state.get('threshold_s', 0))})", inner)
             rows += self._field("last completed", state.get("last_completed") or "none", inner)
+            if state.get("between"):
+                rows += self._field("between", state["between"], inner, lines=2)
             rows.append(Text("collecting evidence...", style="bold red"))
             return self._panel(rows)
         stall = incident.stall
@@ -236,6 +242,10 @@ class ConsoleReporter:
                             f"{format_duration(stall.threshold_s)}, {stall.threshold_from})",
                             inner)
         rows += self._field("last completed", stall.last_completed or "none", inner)
+        if stall.between:
+            rows += self._field("between", stall.between, inner, lines=2)
+        if stall.context:
+            rows += self._field("context", stall.context, inner, lines=2)
         for line in stall_lines(dataclasses.asdict(stall))[:3 if tall else 2]:
             style = "bold yellow" if line.startswith("laggard") else ""
             rows += _hang(self.console, Text(""), rich_text(line, style), inner, 2)

@@ -167,6 +167,10 @@ def render_markdown(report: dict[str, Any], tail: Sequence[str], snapshot_taken:
             f"{markdown.inline(stall.get('threshold_from') or 'default')})",
             f"- **Detected:** {_utc(stall['wall'])}",
             f"- **Last completed phase:** {last}",
+            *([f"- **Between phases:** {markdown.inline(stall['between'])}"]
+              if stall.get("between") else []),
+            *([f"- **Context:** {markdown.inline(stall['context'])}"]
+              if stall.get("context") else []),
             *([f"- **Named by:** {markdown.code(stall['marker'])}"] if stall.get("marker")
               else []),
             *([f"- **The frames say:** {markdown.code(report['frames_phase'])} (the log says "

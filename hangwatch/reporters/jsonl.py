@@ -65,6 +65,8 @@ def incident_dict(incident: Incident) -> dict[str, Any]:
         "last_step": stall.last_step,
         "marker": stall.marker,
         "last_completed": stall.last_completed,
+        "between": stall.between,
+        "context": stall.context,
         "idle_s": round(stall.idle_s, 3),
         "threshold_s": stall.threshold_s,
         "threshold_from": stall.threshold_from,

@@ -76,8 +76,12 @@ def describe_incident(incident: Incident) -> list[str]:
         f"  phase in progress: {where_text(data)}",
         f"  last completed:    {stall.last_completed or 'none'}",
     ]
+    if stall.between:
+        lines.append(f"  between phases:    {stall.between}")
     if stall.marker:
         lines.append(f"  named by:          {stall.marker}")
+    if stall.context:
+        lines.append(f"  context:           {stall.context}")
     if stall.usual:
         lines.append(f"  usually:           {stall.usual}")
     lines += [f"  repeating:         {line}" for line in wait_lines(data["waits"])[:3]]

@@ -35,6 +35,7 @@ def test_json_lines_carry_the_documented_keys():
     assert stall["event"] == "stall" and stall["phase"] == "weight_sync"
     assert stall["last_completed"] == "rollout_init" and stall["idle_s"] == 301.5
     assert stall["report"] == "/reports/x"
+    assert (stall["between"], stall["context"]) == (STALL.between, STALL.context)
     assert stall["advice"] == ["raise NCCL_TIMEOUT", "fewer rollout GPUs", "a rank died"]
     assert stall["evidence"] == ["phase weight_sync in progress", "process_status=zombie (pid 7)"]
     assert notice == {"event": "notice", "kind": "truncated", "path": "t.log",
