@@ -35,11 +35,16 @@ def is_live(args: argparse.Namespace, out: TextIO) -> bool:
     return not args.json and not args.plain and out.isatty()
 
 
+def summarized(args: argparse.Namespace) -> bool:
+    """`--json` sums the history's phase events up in one `caught_up` event."""
+    return bool(args.json) and not getattr(args, "replay", False)
+
+
 def make_reporters(args: argparse.Namespace, out: TextIO) -> list[Reporter]:
     if args.json:
         from hangwatch.reporters.jsonl import JsonReporter
 
-        return [JsonReporter(out), *events_reporters(args)]
+        return [JsonReporter(out, summarized=summarized(args)), *events_reporters(args)]
     if is_live(args, out):
         from hangwatch.reporters.console import ConsoleReporter
 
@@ -91,7 +96,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     options = SessionOptions(report_dir=Path(args.report_dir), exit_on_stall=args.exit_on_stall,
                              announce=not args.json,
                              refresh_s=LIVE_REFRESH_S if is_live(args, out) else None,
-                             turn_s=telling.turn_s)
+                             turn_s=telling.turn_s, summarize_catch_up=summarized(args))
     session = Session(engine, [*make_reporters(args, out), *telling.reporters, *keep], options,
                       sources,
                       collect=collect, on_turn=telling.on_turn)

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from hangwatch.core.catchup import CatchUpSummary
 from hangwatch.core.durations import format_duration
 from hangwatch.core.engine import Engine
-from hangwatch.core.events import Advice, Event, Incident, Notice, StallEvent
+from hangwatch.core.events import Advice, Event, Incident, Notice, PhaseEvent, StallEvent
 from hangwatch.errors import ExitStatus
 from hangwatch.reporters.advice import rank_advice
 from hangwatch.reporters.base import Reporter, View
@@ -50,6 +51,8 @@ class SessionOptions:
     stuck_after_s: float = 5.0
     announce: bool = False  # say at start which stall threshold applies (a person reads it)
     turn_s: float | None = None  # the loop turns at least this often (health checks)
+    # Tell the history's phase events in one CaughtUpEvent when catch-up ends (`--json`).
+    summarize_catch_up: bool = False
 
 
 Collector = Callable[[StallEvent], tuple[dict[str, Any] | None, list[Advice], list[str]]]
@@ -77,6 +80,7 @@ class Session:
         self.tail: deque[str] = deque(maxlen=TAIL_LINES)
         self.incidents: list[Incident] = []
         self._caught_up: dict[str, float | None] = {}
+        self._summary = CatchUpSummary() if options.summarize_catch_up else None
         self._collecting: threading.Thread | None = None
         self._stuck_reported: set[str] = set()
         self._last_refresh = 0.0
@@ -149,6 +153,8 @@ class Session:
 
     def _dispatch(self, events: Sequence[Event]) -> None:
         for event in events:
+            if self._summary is not None and isinstance(event, PhaseEvent):
+                self._summary.add(event)
             for reporter in self.reporters:
                 reporter.event(event)
             if isinstance(event, StallEvent):
@@ -169,6 +175,9 @@ class Session:
         if len(self._caught_up) < len(self.sources):
             return
         self.engine.go_live()
+        if self._summary is not None:
+            summary, self._summary = self._summary, None
+            self._dispatch([summary.event(sum(self.engine.lines.values()), self.clock.wall())])
         written = [m for m in self._caught_up.values() if m is not None]
         if written:
             # Lines read during catch-up are history: the job's last progress is the
