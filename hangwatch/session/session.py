@@ -22,6 +22,7 @@ from hangwatch.core.events import Advice, Event, Incident, Notice, PhaseEvent, S
 from hangwatch.errors import ExitStatus
 from hangwatch.reporters.advice import rank_advice
 from hangwatch.reporters.base import Reporter, View
+from hangwatch.reporters.progress import ReadProgress, file_size
 from hangwatch.sources.feed import Block, CaughtUp, EndOfInput, Partial
 
 TAIL_LINES = 200
@@ -81,6 +82,8 @@ class Session:
         self.incidents: list[Incident] = []
         self._caught_up: dict[str, float | None] = {}
         self._summary = CatchUpSummary() if options.summarize_catch_up else None
+        self._read_to: dict[str, int] = {}  # while catching up: how far each file is read
+        self._reading: dict[str, ReadProgress] = {}
         self._collecting: threading.Thread | None = None
         self._stuck_reported: set[str] = set()
         self._last_refresh = 0.0
@@ -132,6 +135,8 @@ class Session:
 
     def _handle(self, item: Any) -> int | None:
         if isinstance(item, Block):
+            if item.pos is not None and item.path not in self._caught_up:
+                self._read_to[item.path] = item.pos.offset
             self._remember_tail(item)
             self._dispatch(self.engine.feed_block(item.path, item.data))
         elif isinstance(item, Partial):
@@ -170,6 +175,8 @@ class Session:
 
     def _caught_up_with(self, item: CaughtUp) -> None:
         self._caught_up[item.path] = item.mtime
+        self._read_to.pop(item.path, None)
+        self._reading.pop(item.path, None)
         if item.mtime is not None:  # each file's last write: which rank went quiet first
             self.engine.backdate_source(item.path, max(0.0, self.clock.wall() - item.mtime))
         if len(self._caught_up) < len(self.sources):
@@ -253,9 +260,20 @@ class Session:
             return
         self._last_refresh = now
         view = View(self.engine.state(), self.sources, tuple(list(self.tail)[-10:]),
-                    collecting=self._collecting is not None)
+                    collecting=self._collecting is not None, reading=self._reading_texts(now))
         for reporter in self.reporters:
             reporter.refresh(view)
+
+    def _reading_texts(self, now: float) -> tuple[str, ...]:
+        """How far each file still being caught up with has been read."""
+        texts = []
+        for path, offset in self._read_to.items():
+            if path in self._caught_up:
+                continue
+            progress = self._reading.setdefault(path, ReadProgress(Path(path).name))
+            progress.update(offset, file_size(path), now)
+            texts.append(progress.text())
+        return tuple(texts)
 
     def close(self) -> None:
         for reporter in self.reporters:
