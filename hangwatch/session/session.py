@@ -23,6 +23,7 @@ from hangwatch.errors import ExitStatus
 from hangwatch.reporters.advice import rank_advice
 from hangwatch.reporters.base import Reporter, View
 from hangwatch.reporters.progress import ReadProgress, file_size
+from hangwatch.session.preview import Preview
 from hangwatch.sources.feed import Block, CaughtUp, EndOfInput, Partial
 
 TAIL_LINES = 200
@@ -67,7 +68,9 @@ class Session:
     def __init__(self, engine: Engine, reporters: Sequence[Reporter], options: SessionOptions,
                  sources: Sequence[str], *, collect: Collector | None = None,
                  watched: Sequence[Watched] = (), on_turn: Sequence[TurnHook] = (),
-                 queue_: queue.Queue[Any] | None = None) -> None:
+                 queue_: queue.Queue[Any] | None = None, preview: Preview | None = None) -> None:
+        """`preview`: an engine that read the tail of the (one) log: its place is shown and
+        its stall clock runs until `engine` has read the log from the start."""
         self.engine = engine
         self.clock = engine.clock  # one clock for the engine and the loop around it
         self.reporters = list(reporters)
@@ -84,6 +87,10 @@ class Session:
         self._summary = CatchUpSummary() if options.summarize_catch_up else None
         self._read_to: dict[str, int] = {}  # while catching up: how far each file is read
         self._reading: dict[str, ReadProgress] = {}
+        self._preview = preview
+        self._previewed: tuple[str | None, ...] | None = None  # where its stall named
+        if preview is not None:
+            self._remember_tail(Block(preview.path, preview.data))
         self._collecting: threading.Thread | None = None
         self._stuck_reported: set[str] = set()
         self._last_refresh = 0.0
@@ -112,7 +119,11 @@ class Session:
             status = self._handle(item)
             if status is not None:
                 return status
+        if self._preview is not None:
+            self._dispatch(self._preview.engine.tick(), self._preview.engine)
         self._dispatch(self.engine.tick())
+        if self._preview is None:
+            self._previewed = None  # caught up: the real engine has told its own stall
         self._check_stuck()
         self._maybe_refresh()
         for hook in self.on_turn:
@@ -127,7 +138,7 @@ class Session:
 
     def wait_s(self) -> float | None:
         """How long the loop may sleep before `turn()` has something to do by the clock."""
-        waits = [w for w in (self.engine.seconds_to_deadline(), self.options.refresh_s,
+        waits = [w for w in (self._shown().seconds_to_deadline(), self.options.refresh_s,
                              self.options.turn_s) if w is not None]
         if self.watched:
             waits.append(STUCK_CHECK_S)
@@ -137,7 +148,8 @@ class Session:
         if isinstance(item, Block):
             if item.pos is not None and item.path not in self._caught_up:
                 self._read_to[item.path] = item.pos.offset
-            self._remember_tail(item)
+            if not self._in_preview(item):
+                self._remember_tail(item)
             self._dispatch(self.engine.feed_block(item.path, item.data))
         elif isinstance(item, Partial):
             self._dispatch(self.engine.feed_partial(item.path, item.data))
@@ -156,14 +168,25 @@ class Session:
                 return ExitStatus.STALL
         return None
 
-    def _dispatch(self, events: Sequence[Event]) -> None:
+    def _dispatch(self, events: Sequence[Event], engine: Engine | None = None) -> None:
+        """`engine`: the one the events come from, when not the session's own (a preview)."""
         for event in events:
             if self._summary is not None and isinstance(event, PhaseEvent):
                 self._summary.add(event)
+            if isinstance(event, StallEvent):
+                place = (event.phase, event.step, event.last_step, event.last_completed,
+                         event.marker)
+                if engine is not None:
+                    self._previewed = place
+                elif self._previewed is not None:
+                    seen, self._previewed = self._previewed, None
+                    if seen == place:
+                        continue  # the preview reported this stall already
+                    # else the whole log names it otherwise: this one corrects the preview
             for reporter in self.reporters:
                 reporter.event(event)
             if isinstance(event, StallEvent):
-                self._start_collecting(event)
+                self._start_collecting(event, engine or self.engine)
         if events:
             self._refresh()
 
@@ -182,6 +205,7 @@ class Session:
         if len(self._caught_up) < len(self.sources):
             return
         self.engine.go_live()
+        self._preview = None  # the whole log is read: its place replaces the tail's
         if self._summary is not None:
             summary, self._summary = self._summary, None
             self._dispatch([summary.event(sum(self.engine.lines.values()), self.clock.wall())])
@@ -204,6 +228,16 @@ class Session:
                 self._stuck_reported.discard(path)
                 self._notice(Notice(path, "readable", f"{path}: reading works again"))
 
+    def _in_preview(self, block: Block) -> bool:
+        """A catch-up block of lines the preview put in the tail already."""
+        preview = self._preview
+        return (preview is not None and block.path == preview.path and block.pos is not None
+                and block.pos.offset <= preview.end)
+
+    def _shown(self) -> Engine:
+        """The engine whose place is shown and timed: the preview until caught up."""
+        return self._preview.engine if self._preview is not None else self.engine
+
     def _remember_tail(self, block: Block) -> None:
         lines = block.data.rsplit(b"\n", TAIL_LINES + 1)[-(TAIL_LINES + 1):]
         prefix = f"{Path(block.path).name}: " if len(self.sources) > 1 else ""
@@ -211,8 +245,8 @@ class Session:
 
     # --- evidence on a stall -------------------------------------------------------------
 
-    def _start_collecting(self, stall: StallEvent) -> None:
-        timeline = self.engine.timeline()
+    def _start_collecting(self, stall: StallEvent, engine: Engine) -> None:
+        timeline = engine.timeline()
         tail = list(self.tail)
         worker = threading.Thread(target=self._gather, args=(stall, timeline, tail),
                                   name="hangwatch-evidence", daemon=True)
@@ -259,7 +293,7 @@ class Session:
         if self.options.refresh_s is None or now - self._last_refresh < MIN_REDRAW_S:
             return
         self._last_refresh = now
-        view = View(self.engine.state(), self.sources, tuple(list(self.tail)[-10:]),
+        view = View(self._shown().state(), self.sources, tuple(list(self.tail)[-10:]),
                     collecting=self._collecting is not None, reading=self._reading_texts(now))
         for reporter in self.reporters:
             reporter.refresh(view)
