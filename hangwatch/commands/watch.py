@@ -100,8 +100,8 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                              turn_s=telling.turn_s, summarize_catch_up=summarized(args))
     preview = None
     if len(sources) == 1:  # one log: its end tells where the job is before all is read
-        preview = tail_preview(sources[0], lambda before: engine_for(rules, args,
-                                                                     lines_before=before))
+        preview = tail_preview(sources[0], lambda before: engine_for(
+            rules, args, lines_before=before, prefilter=engine.prefilter))  # shared, as serve's
     session = Session(engine, [*make_reporters(args, out), *telling.reporters, *keep], options,
                       sources, collect=collect, on_turn=telling.on_turn, preview=preview)
     group = FollowerGroup(paths, out=session.queue, poll=args.poll)

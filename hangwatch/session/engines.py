@@ -40,7 +40,8 @@ def build_engine(rules: RuleSet, stall: float, *, clock: Clock | None = None,
 
 
 def engine_for(rules: RuleSet, args: argparse.Namespace, history: History | None = None, *,
-               live: bool = False, lines_before: dict[str, int] | None = None) -> Engine:
+               live: bool = False, lines_before: dict[str, int] | None = None,
+               prefilter: Prefilter | Build | None = "build") -> Engine:
     """The engine of a command line's thresholds: `--phase-stall`, then a given `--stall`,
     then a phase's own stall_after, then the default."""
     per_phase = dict(getattr(args, "phase_stall", []))
@@ -50,4 +51,4 @@ def engine_for(rules: RuleSet, args: argparse.Namespace, history: History | None
                              f"(see `hangwatch rules show PACK`)")
     return build_engine(rules, args.stall, stall_given=getattr(args, "stall_given", True),
                         phase_stall=per_phase, history=history, live=live,
-                        lines_before=lines_before)
+                        lines_before=lines_before, prefilter=prefilter)

@@ -19,13 +19,15 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import BinaryIO
 
 from hangwatch.core.engine import Engine
 from hangwatch.core.lines import LineSplitter
 
 MIN_BYTES = 16 << 20  # smaller files are read whole in about a second
 TAIL_BYTES = 4 << 20
-COUNT_CHUNK = 8 << 20
+READ_CHUNK = 1 << 20
+TAIL_LINES = 200  # kept for the incident report's log tail, as the session keeps
 GENERIC = "generic"  # the pack of phases named from any log's words
 WIDEN = 4  # the second try reads this many times more
 
@@ -34,8 +36,19 @@ WIDEN = 4  # the second try reads this many times more
 class Preview:
     engine: Engine
     path: str
-    data: bytes  # the tail's complete lines
-    end: int  # the file offset where they end: later blocks are new
+    data: bytes  # the tail's last complete lines (TAIL_LINES at most), for the report
+    end: int  # the file offset where the lines read end: later blocks are new
+
+
+@dataclass(frozen=True)
+class Tail:
+    """Where the tail of a file begins (the start of a line), how many lines come before,
+    and the file's size and mtime when it was looked at."""
+
+    start: int
+    before: int
+    size: int
+    mtime: float
 
 
 def line_ends(data: bytes) -> int:
@@ -43,37 +56,51 @@ def line_ends(data: bytes) -> int:
     return data.count(b"\n") + data.count(b"\r") - data.count(b"\r\n")
 
 
-def read_tail(path: str, tail_bytes: int = TAIL_BYTES) -> tuple[bytes, int, int, float]:
-    """The last complete lines of `path` within `tail_bytes`, starting at a line's start and
-    cut as the follower cuts them; with the number of lines before them, the offset where
-    they end and the file's mtime."""
-    with open(path, "rb") as fh:
-        st = os.fstat(fh.fileno())
-        # From the byte before the tail: it tells whether the tail begins a line.
-        start = max(0, st.st_size - tail_bytes - 1)
-        before = 0
-        done = 0
-        last = b""
-        while done < start:  # counting line ends runs at memory speed, far ahead of matching
-            chunk = fh.read(min(COUNT_CHUNK, start - done))
-            if not chunk:
-                break
-            before += line_ends(chunk) - (last == b"\r" and chunk[:1] == b"\n")
-            last = chunk[-1:]
-            done += len(chunk)
-        raw = fh.read(st.st_size - start)
-    if start > 0:  # the first line, cut, belongs to the history
-        if last == b"\r" and raw[:1] == b"\n":
-            raw = raw[1:]  # the second half of a \r\n counted already
-        ends = [i for i in (raw.find(b"\n"), raw.find(b"\r")) if i >= 0]
-        if not ends:
-            return b"", before, start, st.st_mtime
-        cut = min(ends) + (2 if raw[min(ends):min(ends) + 2] == b"\r\n" else 1)
-        before += line_ends(raw[:cut])
-        start += (st.st_size - start - len(raw)) + cut
-        raw = raw[cut:]
-    end = max(raw.rfind(b"\n"), raw.rfind(b"\r")) + 1  # an unfinished last line: later
-    return LineSplitter().push(raw[:end]), before, start + end, st.st_mtime
+def find_tail(fh: BinaryIO, tail_bytes: int) -> Tail:
+    """The first line that starts within the last `tail_bytes` of the open file."""
+    st = os.fstat(fh.fileno())
+    # From the byte before the tail: it tells whether the tail begins a line.
+    start = max(0, st.st_size - tail_bytes - 1)
+    before = 0
+    last = b""
+    while fh.tell() < start:  # counting line ends runs at memory speed, far ahead of matching
+        chunk = fh.read(min(READ_CHUNK, start - fh.tell()))
+        if not chunk:
+            break
+        before += line_ends(chunk) - (last == b"\r" and chunk[:1] == b"\n")
+        last = chunk[-1:]
+    if start == 0:
+        return Tail(0, 0, st.st_size, st.st_mtime)
+    while fh.tell() < st.st_size:  # to the end of the line cut by the tail's start
+        piece = fh.read(min(READ_CHUNK, st.st_size - fh.tell()))
+        if last == b"\r" and piece[:1] == b"\n":
+            piece = piece[1:]  # the second half of a \r\n counted already
+        ends = [i for i in (piece.find(b"\n"), piece.find(b"\r")) if i >= 0]
+        if ends:
+            cut = min(ends) + (2 if piece[min(ends):min(ends) + 2] == b"\r\n" else 1)
+            return Tail(fh.tell() - len(piece) + cut, before + 1, st.st_size, st.st_mtime)
+        last = piece[-1:]
+    return Tail(st.st_size, before, st.st_size, st.st_mtime)
+
+
+def feed_tail(fh: BinaryIO, tail: Tail, engine: Engine, source: str) -> tuple[bytes, int]:
+    """Feed the tail's complete lines to `engine` a chunk at a time (memory stays flat
+    whatever its length); its last lines and the offset where the complete lines end."""
+    fh.seek(tail.start)
+    splitter = LineSplitter()
+    kept = b""
+    end = tail.start
+    while fh.tell() < tail.size:
+        chunk = fh.read(min(READ_CHUNK, tail.size - fh.tell()))
+        if not chunk:
+            break
+        at = max(chunk.rfind(b"\n"), chunk.rfind(b"\r"))
+        if at >= 0:
+            end = fh.tell() - len(chunk) + at + 1
+        lines = splitter.push(chunk)
+        engine.feed_block(source, lines)  # the history's events: the real engine tells them
+        kept = b"\n".join((kept + lines).rsplit(b"\n", TAIL_LINES + 1)[-(TAIL_LINES + 1):])
+    return kept, end
 
 
 def anchored(engine: Engine) -> bool:
@@ -108,12 +135,13 @@ def tail_preview(path: str, make_engine: Callable[[dict[str, int]], Engine], *,
 
 def _preview(path: str, make_engine: Callable[[dict[str, int]], Engine],
              tail_bytes: int) -> Preview | None:
-    data, before, end, mtime = read_tail(path, tail_bytes)
-    engine = make_engine({path: before})
-    engine.feed_block(path, data)  # the history's events: the real engine tells them
+    with open(path, "rb") as fh:
+        tail = find_tail(fh, tail_bytes)
+        engine = make_engine({path: tail.before})
+        data, end = feed_tail(fh, tail, engine, path)
     if not anchored(engine):
         return None
-    age = max(0.0, engine.clock.wall() - mtime)
+    age = max(0.0, engine.clock.wall() - tail.mtime)
     engine.backdate_source(path, age)
     engine.go_live()
     engine.backdate(age)

@@ -17,7 +17,7 @@ from hangwatch.core.events import StallEvent
 from hangwatch.core.lines import LineSplitter
 from hangwatch.packs.load import load_rule_set
 from hangwatch.session.engines import build_engine, prefilter_for
-from hangwatch.session.preview import read_tail, tail_preview
+from hangwatch.session.preview import feed_tail, find_tail, tail_preview
 from hangwatch.session.session import Session, SessionOptions
 from hangwatch.sources.feed import Block, CaughtUp, FilePos
 from tests.session.test_session import Recorder
@@ -64,14 +64,27 @@ def steplogs(tmp_path_factory) -> list[Path]:
     return logs
 
 
+def tail_of(log: Path, tail_bytes: int) -> tuple[bytes, int, int]:
+    """The tail's lines as fed, the lines before it, where its complete lines end."""
+    fed: list[bytes] = []
+
+    class Fed:
+        def feed_block(self, source: str, data: bytes) -> None:
+            fed.append(data)
+
+    with log.open("rb") as fh:
+        tail = find_tail(fh, tail_bytes)
+        _, end = feed_tail(fh, tail, Fed(), str(log))  # type: ignore[arg-type]
+    return b"".join(fed), tail.before, end
+
+
 def test_tail_is_cut_at_line_starts_with_the_lines_before_counted(tmp_path: Path):
     log = tmp_path / "a.log"
-    log.write_bytes(b"one\ntwo\nthree\nfour\nunfinished")
-    data, before, end, _ = read_tail(str(log), tail_bytes=16)
-    assert (data, before, end) == (b"four\n", 3, 19)
-    assert read_tail(str(log), tail_bytes=15)[:3] == (b"four\n", 3, 19)  # begins a line
-    assert read_tail(str(log), tail_bytes=14)[:3] == (b"", 4, 19)  # "four" cut: history
-    assert read_tail(str(log), tail_bytes=100)[:3] == (b"one\ntwo\nthree\nfour\n", 0, 19)
+    log.write_bytes(b"one\ntwo\r\nthree\rfour\nunfinished")
+    assert tail_of(log, 16) == (b"four\n", 3, 20)
+    assert tail_of(log, 15) == (b"four\n", 3, 20)  # begins a line
+    assert tail_of(log, 14) == (b"", 4, 20)  # "four" cut: it is history
+    assert tail_of(log, 100) == (b"one\ntwo\nthree\nfour\n", 0, 20)
 
 
 def test_preview_of_per_step_logs_names_the_same_place_as_reading_all(steplogs):
