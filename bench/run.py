@@ -1,7 +1,8 @@
 """hangwatch benchmarks: one command, a table of figures, exit status 1 when a goal is missed.
 
-    python bench/run.py            # full sizes: 1 GiB catch-up, 20 s follow, 60 s quiet
-    python bench/run.py --quick    # 50 MiB catch-up, shorter runs: for iterating
+    python bench/run.py            # full sizes: 1 GiB catch-up, 200 MiB per-step log,
+                                   # 20 s follow, 60 s quiet
+    python bench/run.py --quick    # 50 MiB catch-up, 20 MiB per-step, shorter runs: for iterating
     python bench/run.py --long     # full, with a 10-minute follow (memory stays flat)
     python bench/run.py --only catch-up,start-up
 
@@ -26,6 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import attach
 import catchup
 import live
 import quiet
@@ -33,13 +35,14 @@ import snap
 import startup
 from common import Row, note, render
 
-BENCHES = ("catch-up", "follow", "quiet", "start-up", "snapshot")
+BENCHES = ("catch-up", "per-step", "follow", "quiet", "start-up", "snapshot")
 CORRECTNESS = ("same events", "lines processed", "processes found")  # rows not about time
 
 
 @dataclass(frozen=True)
 class Sizes:
     catchup_mb: int
+    steps_mb: int
     runs: int
     verify_mb: int
     follow_s: float
@@ -50,10 +53,10 @@ class Sizes:
 
 
 SIZES = {
-    "full": Sizes(1024, 3, 32, 20, 0, 60, 20, 5),
-    "long": Sizes(1024, 3, 32, 600, 60, 60, 20, 5),
-    "quick": Sizes(50, 3, 4, 5, 0, 10, 10, 3),
-    "smoke": Sizes(2, 1, 1, 1, 0, 2, 2, 1),
+    "full": Sizes(1024, 200, 3, 32, 20, 0, 60, 20, 5),
+    "long": Sizes(1024, 200, 3, 32, 600, 60, 60, 20, 5),
+    "quick": Sizes(50, 20, 3, 4, 5, 0, 10, 10, 3),
+    "smoke": Sizes(2, 2, 1, 1, 1, 0, 2, 2, 1),
 }
 
 
@@ -103,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
 def run_one(name: str, tmp: Path, sizes: Sizes, *, smoke: bool) -> list[Row]:
     if name == "catch-up":
         return catchup.run(tmp, sizes.catchup_mb << 20, sizes.runs, sizes.verify_mb << 20)
+    if name == "per-step":
+        return attach.run(tmp, sizes.steps_mb << 20, sizes.runs)
     if name == "follow":
         return live.run(tmp, sizes.follow_s, rotate_every=sizes.rotate_s)
     if name == "quiet":

@@ -156,6 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
     _watch_options(watch)
     watch.add_argument("--exit-on-stall", action="store_true",
                        help="exit 3 after reporting the first stall")
+    watch.add_argument("--replay", action="store_true",
+                       help="with --json: write every phase event of the log's history, not "
+                            "one `caught_up` summary")
 
     check = sub.add_parser("check", help="read a finished or killed log once: timeline, "
                                          "verdict, advice (exit 3 when stalled)")

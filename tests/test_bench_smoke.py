@@ -26,7 +26,7 @@ def test_bench_smoke_runs_every_benchmark_and_keeps_events_identical(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     rows = json.loads(rows_file.read_text())
     assert {r["bench"] for r in rows} == {"catch-up", "memory", "follow", "quiet", "start-up",
-                                          "snapshot", "rules test"}
+                                          "snapshot", "rules test", "per-step"}
     same = [r for r in rows if "same events" in r["measure"]]
     assert len(same) == 3  # one a log: NCCL INFO, rollout-heavy, progress-heavy
     assert all(r["ok"] and r["value"].startswith("yes") for r in same)

@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -15,19 +18,25 @@ from hangwatch.errors import ExitStatus, HangwatchError
 from hangwatch.escape.terminal import safe
 from hangwatch.packs.load import load_rule_set
 from hangwatch.reporters.base import wait_lines, where_text
+from hangwatch.reporters.progress import StderrBar
 from hangwatch.reporters.ranks import COLUMNS, grouped, stall_lines
 from hangwatch.session.engines import engine_for
 
 READ_SIZE = 1 << 20
 
 
-def read_log(engine: Engine, path: Path) -> float:
-    """Feed the whole file to the engine; return its mtime."""
+def read_log(engine: Engine, path: Path,
+             progress: Callable[[int, int], None] | None = None) -> float:
+    """Feed the whole file to the engine; return its mtime. `progress(read, size)` is
+    called after each block."""
     try:
         with path.open("rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
             splitter = LineSplitter()
             while chunk := fh.read(READ_SIZE):
                 engine.feed_block(str(path), splitter.push(chunk))
+                if progress is not None:
+                    progress(fh.tell(), size)
             engine.feed_block(str(path), splitter.flush())
             mtime = path.stat().st_mtime
     except OSError as exc:
@@ -35,6 +44,17 @@ def read_log(engine: Engine, path: Path) -> float:
     # Each file's own last write tells which rank went quiet first.
     engine.backdate_source(str(path), max(0.0, engine.clock.wall() - mtime))
     return mtime
+
+
+def read_with_bar(engine: Engine, path: Path, err: TextIO) -> float:
+    """`read_log`, with a progress bar on stderr when it is a terminal."""
+    if not StderrBar.wanted(err):
+        return read_log(engine, path)
+    bar = StderrBar(err, path.name, time.monotonic)
+    try:
+        return read_log(engine, path, bar.update)
+    finally:
+        bar.close()
 
 
 def verdict(engine: Engine, quiet_s: float) -> str:
@@ -131,7 +151,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     for path in paths:
         if not path.is_file():
             raise HangwatchError(f"no such log file: {path}")
-    newest = max(read_log(engine, p) for p in paths)
+    newest = max(read_with_bar(engine, p, err) for p in paths)
     quiet = max(0.0, engine.clock.wall() - newest)
     engine.backdate(quiet)
     data = result(engine, quiet)

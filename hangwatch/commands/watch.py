@@ -14,6 +14,7 @@ from hangwatch.packs.load import load_rule_set
 from hangwatch.reporters.base import Reporter
 from hangwatch.session.engines import engine_for
 from hangwatch.session.evidence import evidence_collector
+from hangwatch.session.preview import tail_preview
 from hangwatch.session.session import Session, SessionOptions
 
 LIVE_REFRESH_S = 1.0
@@ -35,11 +36,16 @@ def is_live(args: argparse.Namespace, out: TextIO) -> bool:
     return not args.json and not args.plain and out.isatty()
 
 
+def summarized(args: argparse.Namespace) -> bool:
+    """`--json` sums the history's phase events up in one `caught_up` event."""
+    return bool(args.json) and not getattr(args, "replay", False)
+
+
 def make_reporters(args: argparse.Namespace, out: TextIO) -> list[Reporter]:
     if args.json:
         from hangwatch.reporters.jsonl import JsonReporter
 
-        return [JsonReporter(out), *events_reporters(args)]
+        return [JsonReporter(out, summarized=summarized(args)), *events_reporters(args)]
     if is_live(args, out):
         from hangwatch.reporters.console import ConsoleReporter
 
@@ -91,10 +97,13 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     options = SessionOptions(report_dir=Path(args.report_dir), exit_on_stall=args.exit_on_stall,
                              announce=not args.json,
                              refresh_s=LIVE_REFRESH_S if is_live(args, out) else None,
-                             turn_s=telling.turn_s)
+                             turn_s=telling.turn_s, summarize_catch_up=summarized(args))
+    preview = None
+    if len(sources) == 1:  # one log: its end tells where the job is before all is read
+        preview = tail_preview(sources[0], lambda before: engine_for(
+            rules, args, lines_before=before, prefilter=engine.prefilter))  # shared, as serve's
     session = Session(engine, [*make_reporters(args, out), *telling.reporters, *keep], options,
-                      sources,
-                      collect=collect, on_turn=telling.on_turn)
+                      sources, collect=collect, on_turn=telling.on_turn, preview=preview)
     group = FollowerGroup(paths, out=session.queue, poll=args.poll)
     session.watched = group.followers
     group.start()

@@ -66,10 +66,11 @@ class Engine:
                  prefilter: Prefilter | None = None, stall_given: bool = False,
                  phase_stall: dict[str, float] | None = None,
                  history: History | None = None, live: bool = False,
-                 unwrap: bool = True) -> None:
+                 unwrap: bool = True, lines_before: dict[str, int] | None = None) -> None:
         """`live`: lines arrive as they are written (a job's pipes), not from a catch-up.
         `unwrap`: join the rows a terminal wrapped (core/wrap.py); off for a caller that
-        feeds lines already joined, or not consecutive (`rules test`)."""
+        feeds lines already joined, or not consecutive (`rules test`). `lines_before`: per
+        source, how many lines come before what it is fed (a file's tail read first)."""
         self.rules = rules
         self.prefilter = prefilter  # built for `rules`: blocks are scanned whole, same events
         self.default_stall = default_stall
@@ -84,7 +85,7 @@ class Engine:
         self.live = live  # lines arrive as written (not a catch-up): wall time is duration
         self._slow_said: set[int] = set()  # timeline entries already called slow
         self.ranks = RankTracker(rules.ranks, clock, rules.start_pattern)  # see core/ranks.py
-        self.lines: dict[str, int] = {}
+        self.lines: dict[str, int] = dict(lines_before or {})
         self.signals: dict[str, SignalRecord] = {}
         self._phase_signals: dict[str, SignalEvent] = {}  # seen since the current phase began
         self.finished: FinishEvent | None = None

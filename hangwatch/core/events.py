@@ -170,8 +170,35 @@ class SlowEvent:
     parent: str | None = None
 
 
+@dataclass(frozen=True)
+class PhaseSpan:
+    """One phase (or step, with its parent) over the history: how often it started and
+    completed, and the first and last line and time an event of it came from."""
+
+    phase: str
+    title: str
+    parent: str | None
+    started: int
+    completed: int
+    first_line: int
+    last_line: int
+    first_time: float
+    last_time: float
+
+
+@dataclass(frozen=True)
+class CaughtUpEvent:
+    """The history has been read: its phase events in one summary, in the order each phase
+    was first seen."""
+
+    phases: tuple[PhaseSpan, ...]
+    events: int  # phase events folded into the summary
+    lines: int  # lines read by then, all files
+    wall: float
+
+
 Event = (PhaseEvent | SignalEvent | FinishEvent | StallEvent | RecoveredEvent | BlindEvent
-         | ReadableEvent | SlowEvent)
+         | ReadableEvent | SlowEvent | CaughtUpEvent)
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,26 @@ _WORLD = regex.compile(
     r"|\bnranks[= ](?P<world>\d+)|\bnum_processes[=:] ?(?P<world>\d+)"
     r"|\b(?P<joined>\d+)/(?P<world>\d+) clients joined|\bMEMBER: \d+/(?P<world>\d+)"
     r"|tasks that reached the barrier: (?P<joined>\d+)/(?P<world>\d+)")
+# Words one of which every _WORLD match holds, and how far before it the match may begin:
+# None, anywhere before (its numbers come first).
+_WORLD_WORDS = (("world_size", 0), ("WORLD_SIZE", 0), ("nranks", 0), ("num_processes", 0),
+                ("MEMBER: ", 0), ("tasks that reached the barrier: ", 0),
+                ("clients joined", None))
+
+
+def _world_start(text: str) -> int | None:
+    """Where a _WORLD match may begin at the earliest; None when the line holds none of its
+    words (most lines: the regex alone costs 30 µs a line)."""
+    start: int | None = None
+    for word, back in _WORLD_WORDS:
+        at = text.find(word)
+        if at < 0:
+            continue
+        at = 0 if back is None else at
+        start = at if start is None else min(start, at)
+    return start
+
+
 _FILE_RANK = re.compile(r"(?:^|[^a-z])(?:rank|worker|proc|process|task)[-_.]?(\d+)(?:\D|$)",
                         re.IGNORECASE)
 PREFIX_WINDOW = 256  # characters of a line where its rank prefix may be
@@ -298,7 +318,10 @@ class RankTracker:
                 left.remove((phase_id, start))
 
     def _world_in(self, text: str) -> None:
-        found = _WORLD.search(text)
+        start = _world_start(text)
+        if start is None:
+            return
+        found = _WORLD.search(text, start)
         if found is None:
             return
         world, quote = int(found.group("world")), found.group(0)
@@ -478,9 +501,26 @@ def _tail_start(data: bytes, lines: int) -> int:
     return end + 1
 
 
-def _compile_prefixes(patterns: Sequence[str]) -> regex.Pattern[str]:
-    # One alternation, so a line is searched once and the leftmost prefix wins.
-    return regex.compile("|".join(f"(?:{p})" for p in patterns), regex.MULTILINE)
+class _Prefixes:
+    """The rank prefixes, each compiled alone: the leftmost match wins, the first pattern
+    on a tie, as in one alternation; but each pattern keeps the literal scan `regex` gives a
+    lone pattern, where an alternation of them is tried at every position (46 µs a line
+    against 15 µs: this runs on every line of a merged log's block tail)."""
+
+    def __init__(self, patterns: Sequence[str]) -> None:
+        self._patterns = [regex.compile(p, regex.MULTILINE) for p in patterns]
+
+    def search(self, text: str) -> regex.Match[str] | None:
+        best: regex.Match[str] | None = None
+        for pattern in self._patterns:
+            found = pattern.search(text)
+            if found is not None and (best is None or found.start() < best.start()):
+                best = found
+        return best
+
+
+def _compile_prefixes(patterns: Sequence[str]) -> _Prefixes:
+    return _Prefixes(patterns)
 
 
 def _key(member: Member) -> str:

@@ -19,6 +19,7 @@ class View:
     tail: tuple[str, ...] = ()
     notices: tuple[Notice, ...] = field(default=())
     collecting: bool = False  # a stall fired and its evidence is being gathered
+    reading: tuple[str, ...] = ()  # while catching up: how far each file has been read
 
 
 class Reporter(Protocol):

@@ -140,6 +140,8 @@ class ConsoleReporter:
         grid.add_column(style="bold", no_wrap=True)
         grid.add_column(no_wrap=True, overflow="ellipsis")
         grid.add_row("watching", safe(", ".join(view.sources)))
+        for reading in view.reading:
+            grid.add_row("catching up", Text(safe(reading), style="cyan"))
         grid.add_row("phase", self._phase_text(state))
         if state.get("step"):
             step = state.get("step_title") or state["step"]

@@ -8,6 +8,7 @@ from typing import Any, TextIO
 
 from hangwatch.core.events import (
     BlindEvent,
+    CaughtUpEvent,
     Event,
     FinishEvent,
     Incident,
@@ -50,6 +51,10 @@ def event_dict(event: Event) -> dict[str, Any] | None:
         return {"event": "slow", "phase": event.phase, "title": event.title,
                 "parent": event.parent, "running_s": round(event.running_s, 3),
                 "usual_s": event.usual_s, "runs": event.runs, "time": event.wall}
+    if isinstance(event, CaughtUpEvent):
+        return {"event": "caught_up", "lines": event.lines, "phase_events": event.events,
+                "phases": [dataclasses.asdict(span) for span in event.phases],
+                "time": event.wall}
     assert isinstance(event, StallEvent)
     return None
 
@@ -97,11 +102,15 @@ def _optional(stall: StallEvent, *names: str) -> dict[str, Any]:
 
 
 class JsonReporter:
-    """`fields` go into every object after "event" (serve adds the watch's name)."""
+    """`fields` go into every object after "event" (serve adds the watch's name). With
+    `summarized`, the phase events read while catching up are not written one by one: the
+    session's `caught_up` event sums them up, and phase events are written from then on."""
 
-    def __init__(self, out: TextIO, fields: dict[str, Any] | None = None) -> None:
+    def __init__(self, out: TextIO, fields: dict[str, Any] | None = None, *,
+                 summarized: bool = False) -> None:
         self.out = out
         self.fields = dict(fields or {})
+        self._holding = summarized
 
     def _write(self, data: dict[str, Any]) -> None:
         if self.fields:
@@ -114,6 +123,10 @@ class JsonReporter:
                      "message": notice.message})
 
     def event(self, event: Event) -> None:
+        if isinstance(event, CaughtUpEvent):
+            self._holding = False
+        elif self._holding and isinstance(event, PhaseEvent):
+            return
         data = event_dict(event)
         if data is not None:
             self._write(data)

@@ -10,6 +10,7 @@ from typing import TextIO
 from hangwatch.core.durations import format_duration
 from hangwatch.core.events import (
     BlindEvent,
+    CaughtUpEvent,
     Event,
     FinishEvent,
     Incident,
@@ -58,6 +59,9 @@ def _describe(event: Event) -> str:
     if isinstance(event, ReadableEvent):
         return (f"readable: {event.what} {event.path} can be seen again after "
                 f"{format_duration(event.blind_s)}")
+    if isinstance(event, CaughtUpEvent):
+        return (f"caught up: {event.lines:,} lines read, {event.events:,} phase events in "
+                f"{len(event.phases)} phases and steps")
     if isinstance(event, SlowEvent):
         return (f"slow: {event.phase} ({event.title}) running for "
                 f"{format_duration(event.running_s)}; it usually takes "

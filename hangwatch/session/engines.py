@@ -29,17 +29,19 @@ def prefilter_for(rules: RuleSet) -> Prefilter | None:
 def build_engine(rules: RuleSet, stall: float, *, clock: Clock | None = None,
                  prefilter: Prefilter | Build | None = "build", stall_given: bool = False,
                  phase_stall: dict[str, float] | None = None, history: History | None = None,
-                 live: bool = False, unwrap: bool = True) -> Engine:
+                 live: bool = False, unwrap: bool = True,
+                 lines_before: dict[str, int] | None = None) -> Engine:
     """`prefilter`: one already built for `rules` (serve shares it among watches), None for
     line-by-line matching, or "build"."""
     return Engine(rules, default_stall=stall, clock=SystemClock() if clock is None else clock,
                   prefilter=prefilter_for(rules) if prefilter == "build" else prefilter,
                   stall_given=stall_given, phase_stall=phase_stall, history=history, live=live,
-                  unwrap=unwrap)
+                  unwrap=unwrap, lines_before=lines_before)
 
 
 def engine_for(rules: RuleSet, args: argparse.Namespace, history: History | None = None, *,
-               live: bool = False) -> Engine:
+               live: bool = False, lines_before: dict[str, int] | None = None,
+               prefilter: Prefilter | Build | None = "build") -> Engine:
     """The engine of a command line's thresholds: `--phase-stall`, then a given `--stall`,
     then a phase's own stall_after, then the default."""
     per_phase = dict(getattr(args, "phase_stall", []))
@@ -48,4 +50,5 @@ def engine_for(rules: RuleSet, args: argparse.Namespace, history: History | None
         raise HangwatchError(f"--phase-stall: no phase or step named {', '.join(unknown)} "
                              f"(see `hangwatch rules show PACK`)")
     return build_engine(rules, args.stall, stall_given=getattr(args, "stall_given", True),
-                        phase_stall=per_phase, history=history, live=live)
+                        phase_stall=per_phase, history=history, live=live,
+                        lines_before=lines_before, prefilter=prefilter)

@@ -15,13 +15,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from hangwatch.core.catchup import CatchUpSummary
 from hangwatch.core.durations import format_duration
 from hangwatch.core.engine import Engine
-from hangwatch.core.events import Advice, Event, Incident, Notice, StallEvent
+from hangwatch.core.events import Advice, Event, Incident, Notice, PhaseEvent, StallEvent
 from hangwatch.core.stackgroups import frames_phase
 from hangwatch.errors import ExitStatus
 from hangwatch.reporters.advice import rank_advice
 from hangwatch.reporters.base import Reporter, View
+from hangwatch.reporters.progress import ReadProgress, file_size
+from hangwatch.session.preview import Preview
 from hangwatch.sources.feed import Block, CaughtUp, EndOfInput, Partial
 
 TAIL_LINES = 200
@@ -51,6 +54,8 @@ class SessionOptions:
     stuck_after_s: float = 5.0
     announce: bool = False  # say at start which stall threshold applies (a person reads it)
     turn_s: float | None = None  # the loop turns at least this often (health checks)
+    # Tell the history's phase events in one CaughtUpEvent when catch-up ends (`--json`).
+    summarize_catch_up: bool = False
 
 
 Collector = Callable[[StallEvent], tuple[dict[str, Any] | None, list[Advice], list[str]]]
@@ -64,7 +69,9 @@ class Session:
     def __init__(self, engine: Engine, reporters: Sequence[Reporter], options: SessionOptions,
                  sources: Sequence[str], *, collect: Collector | None = None,
                  watched: Sequence[Watched] = (), on_turn: Sequence[TurnHook] = (),
-                 queue_: queue.Queue[Any] | None = None) -> None:
+                 queue_: queue.Queue[Any] | None = None, preview: Preview | None = None) -> None:
+        """`preview`: an engine that read the tail of the (one) log: its place is shown and
+        its stall clock runs until `engine` has read the log from the start."""
         self.engine = engine
         self.clock = engine.clock  # one clock for the engine and the loop around it
         self.reporters = list(reporters)
@@ -78,11 +85,18 @@ class Session:
         self.tail: deque[str] = deque(maxlen=TAIL_LINES)
         self.incidents: list[Incident] = []
         self._caught_up: dict[str, float | None] = {}
+        self._summary = CatchUpSummary() if options.summarize_catch_up else None
+        self._read_to: dict[str, int] = {}  # while catching up: how far each file is read
+        self._reading: dict[str, ReadProgress] = {}
+        self._preview = preview
+        self._previewed: tuple[str | None, ...] | None = None  # where its stall named
+        if preview is not None:
+            self._remember_tail(Block(preview.path, preview.data))
         self._collecting: threading.Thread | None = None
         # Events that came while a stall's evidence was being gathered: they go out after
         # its incident, so every output shows a stall before what followed it (a reporter
         # writes the stall once its report is ready).
-        self._held: list[Event] = []
+        self._held: list[tuple[Event, Engine | None]] = []
         self._stuck_reported: set[str] = set()
         self._last_refresh = 0.0
         self._ended = False
@@ -110,7 +124,12 @@ class Session:
             status = self._handle(item)
             if status is not None:
                 return status
+        if self._preview is not None:
+            self._dispatch(self._preview.engine.tick(), self._preview.engine)
         self._dispatch(self.engine.tick())
+        if self._preview is None and not self._held:
+            # Caught up, and what the real engine said is out: it has told its own stall.
+            self._previewed = None
         self._check_stuck()
         self._maybe_refresh()
         for hook in self.on_turn:
@@ -125,7 +144,7 @@ class Session:
 
     def wait_s(self) -> float | None:
         """How long the loop may sleep before `turn()` has something to do by the clock."""
-        waits = [w for w in (self.engine.seconds_to_deadline(), self.options.refresh_s,
+        waits = [w for w in (self._shown().seconds_to_deadline(), self.options.refresh_s,
                              self.options.turn_s) if w is not None]
         if self.watched:
             waits.append(STUCK_CHECK_S)
@@ -133,7 +152,10 @@ class Session:
 
     def _handle(self, item: Any) -> int | None:
         if isinstance(item, Block):
-            self._remember_tail(item)
+            if item.pos is not None and item.path not in self._caught_up:
+                self._read_to[item.path] = item.pos.offset
+            if not self._in_preview(item):
+                self._remember_tail(item)
             self._dispatch(self.engine.feed_block(item.path, item.data))
         elif isinstance(item, Partial):
             self._dispatch(self.engine.feed_partial(item.path, item.data))
@@ -149,20 +171,34 @@ class Session:
             for reporter in self.reporters:
                 reporter.incident(item.incident)
             held, self._held = self._held, []
-            self._dispatch(held)
+            for event, engine in held:
+                self._dispatch([event], engine)
             if self.options.exit_on_stall:
                 return ExitStatus.STALL
         return None
 
-    def _dispatch(self, events: Sequence[Event]) -> None:
+    def _dispatch(self, events: Sequence[Event], engine: Engine | None = None) -> None:
+        """`engine`: the one the events come from, when not the session's own (a preview)."""
         for i, event in enumerate(events):
             if self._collecting is not None:
-                self._held.extend(events[i:])
+                self._held.extend((e, engine) for e in events[i:])
                 break
+            if self._summary is not None and isinstance(event, PhaseEvent):
+                self._summary.add(event)
+            if isinstance(event, StallEvent):
+                place = (event.phase, event.step, event.last_step, event.last_completed,
+                         event.marker)
+                if engine is not None:
+                    self._previewed = place
+                elif self._previewed is not None:
+                    seen, self._previewed = self._previewed, None
+                    if seen == place:
+                        continue  # the preview reported this stall already
+                    # else the whole log names it otherwise: this one corrects the preview
             for reporter in self.reporters:
                 reporter.event(event)
             if isinstance(event, StallEvent):
-                self._start_collecting(event)
+                self._start_collecting(event, engine or self.engine)
         if events:
             self._refresh()
 
@@ -174,11 +210,17 @@ class Session:
 
     def _caught_up_with(self, item: CaughtUp) -> None:
         self._caught_up[item.path] = item.mtime
+        self._read_to.pop(item.path, None)
+        self._reading.pop(item.path, None)
         if item.mtime is not None:  # each file's last write: which rank went quiet first
             self.engine.backdate_source(item.path, max(0.0, self.clock.wall() - item.mtime))
         if len(self._caught_up) < len(self.sources):
             return
         self.engine.go_live()
+        self._preview = None  # the whole log is read: its place replaces the tail's
+        if self._summary is not None:
+            summary, self._summary = self._summary, None
+            self._dispatch([summary.event(sum(self.engine.lines.values()), self.clock.wall())])
         written = [m for m in self._caught_up.values() if m is not None]
         if written:
             # Lines read during catch-up are history: the job's last progress is the
@@ -198,6 +240,16 @@ class Session:
                 self._stuck_reported.discard(path)
                 self._notice(Notice(path, "readable", f"{path}: reading works again"))
 
+    def _in_preview(self, block: Block) -> bool:
+        """A catch-up block of lines the preview put in the tail already."""
+        preview = self._preview
+        return (preview is not None and block.path == preview.path and block.pos is not None
+                and block.pos.offset <= preview.end)
+
+    def _shown(self) -> Engine:
+        """The engine whose place is shown and timed: the preview until caught up."""
+        return self._preview.engine if self._preview is not None else self.engine
+
     def _remember_tail(self, block: Block) -> None:
         lines = block.data.rsplit(b"\n", TAIL_LINES + 1)[-(TAIL_LINES + 1):]
         prefix = f"{Path(block.path).name}: " if len(self.sources) > 1 else ""
@@ -205,8 +257,8 @@ class Session:
 
     # --- evidence on a stall -------------------------------------------------------------
 
-    def _start_collecting(self, stall: StallEvent) -> None:
-        timeline = self.engine.timeline()
+    def _start_collecting(self, stall: StallEvent, engine: Engine) -> None:
+        timeline = engine.timeline()
         tail = list(self.tail)
         worker = threading.Thread(target=self._gather, args=(stall, timeline, tail),
                                   name="hangwatch-evidence", daemon=True)
@@ -258,14 +310,25 @@ class Session:
         if self.options.refresh_s is None or now - self._last_refresh < MIN_REDRAW_S:
             return
         self._last_refresh = now
-        view = View(self.engine.state(), self.sources, tuple(list(self.tail)[-10:]),
-                    collecting=self._collecting is not None)
+        view = View(self._shown().state(), self.sources, tuple(list(self.tail)[-10:]),
+                    collecting=self._collecting is not None, reading=self._reading_texts(now))
         for reporter in self.reporters:
             reporter.refresh(view)
 
+    def _reading_texts(self, now: float) -> tuple[str, ...]:
+        """How far each file still being caught up with has been read."""
+        texts = []
+        for path, offset in self._read_to.items():
+            if path in self._caught_up:
+                continue
+            progress = self._reading.setdefault(path, ReadProgress(Path(path).name))
+            progress.update(offset, file_size(path), now)
+            texts.append(progress.text())
+        return tuple(texts)
+
     def close(self) -> None:
         held, self._held = self._held, []
-        for event in held:  # the loop ended before the stall's incident: still said
+        for event, _ in held:  # the loop ended before the stall's incident: still said
             for reporter in self.reporters:
                 reporter.event(event)
         for reporter in self.reporters:

@@ -7,7 +7,9 @@ import functools
 from pathlib import Path
 
 import pytest
+import regex
 
+from hangwatch.core import ranks
 from hangwatch.core.clock import FakeClock
 from hangwatch.core.engine import Engine
 from hangwatch.core.prefilter import build_prefilter
@@ -261,3 +263,25 @@ def test_ever_new_actors_keep_memory_flat():
     engine.feed_block("ray.log", block([f"(WorkerDict pid={pid}) loaded shard"
                                         for pid in range(MAX_MEMBERS + 500)]))
     assert len(engine.ranks.members) == MAX_MEMBERS
+
+
+def test_rank_prefixes_and_world_size_are_found_as_one_alternation_finds_them():
+    """The prefixes are searched one by one (leftmost wins, first on a tie) and the world
+    size only in lines holding one of its words: the same matches as the one regex each."""
+    patterns = [*ranks.BUILTIN_PREFIXES, *(r.match for r in load_rule_set().ranks)]
+    one = regex.compile("|".join(f"(?:{p})" for p in patterns), regex.MULTILINE)
+    apart = ranks._Prefixes(patterns)
+    root = Path(__file__).resolve().parents[1]
+    lines = [line for log in sorted(root.rglob("*.log"))
+             for line in log.read_text(errors="replace").splitlines()]
+    lines += ["[rank3] at world_size=4", "  12: [rank1] x", "12/16 clients joined",
+              "a MEMBER: 3/8", "x_world_size=3 then world_size: 5", "[default2]: [rank 1]",
+              "tasks that reached the barrier: 3/4", "(WorkerDict pid=31, ip=1.2.3.4) [rank0]"]
+    assert len(lines) > 2000
+    for line in lines:
+        a, b = one.search(line[:256]), apart.search(line[:256])
+        assert (a and (a.span(), a.group("rank"))) == (b and (b.span(), b.group("rank"))), line
+        start = ranks._world_start(line)
+        found = None if start is None else ranks._WORLD.search(line, start)
+        expected = ranks._WORLD.search(line)
+        assert (expected and expected.groupdict()) == (found and found.groupdict()), line

@@ -65,7 +65,12 @@ def test_blocked_job_stalls_in_weight_sync_within_seconds(blocked_job, tmp_path:
     assert report["stall"]["phase"] == "weight_sync"
     tail = (Path(stall["report"]) / "log-tail.txt").read_text()
     assert "[SYNC] Starting weight synchronization" in tail
+    # Lines written before the watcher caught up are summed up in `caught_up`; later ones
+    # come as phase events: which is which depends on how fast the job started.
     phases = [(e["phase"], e["state"]) for e in events if e["event"] == "phase"]
+    [summary] = [e for e in events if e["event"] == "caught_up"]
+    phases += [(p["phase"], state) for p in summary["phases"]
+               for state in ("started", "completed") if p[state]]
     assert ("rollout_init", "completed") in phases and ("weight_sync", "started") in phases
 
 
@@ -75,13 +80,20 @@ def test_log_that_does_not_exist_yet_is_waited_for(tmp_path: Path):
         [sys.executable, "-m", "hangwatch", str(log), "--stall", "2s", "--exit-on-stall",
          "--json", "--no-snapshot", "--report-dir", str(tmp_path / "r")],
         stdout=subprocess.PIPE, text=True)
+    assert watcher.stdout is not None
+    lines: list[str] = []
     try:
-        time.sleep(1.0)
+        # The file is made once the watcher has said it waits for it (a loaded machine may
+        # take seconds to start it), never before.
+        for line in watcher.stdout:
+            lines.append(line)
+            if '"kind": "waiting"' in line or '"kind":"waiting"' in line:
+                break
         log.write_text("[SYNC] Starting weight synchronization\n")
         out, _ = watcher.communicate(timeout=30)
     finally:
         watcher.kill()
-    events = [json.loads(line) for line in out.splitlines()]
+    events = [json.loads(line) for line in [*lines, *out.splitlines()]]
     kinds = [e.get("kind") for e in events if e["event"] == "notice"]
     assert "waiting" in kinds and "appeared" in kinds
     assert watcher.returncode == 3
