@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePath
@@ -26,6 +27,7 @@ from hangwatch.core.durations import format_duration
 from hangwatch.core.events import Laggard, RankRow
 from hangwatch.core.model import PhaseRule, ProgressRule, RankRule
 from hangwatch.core.rules import LineMatch
+from hangwatch.core.timestamps import parse_stamp
 
 BUILTIN_PREFIXES = (
     r"\[[Rr]ank ?(?P<rank>\d+)\]",  # torch: `[rank3]:`, `[Rank 3]`
@@ -52,6 +54,7 @@ LINE_KEEP = 300
 SCAN_KEEP = 2000  # of a line scanned here, enough for a START pattern
 SILENT_MIN_S = 60.0  # a rank silent this much longer than the others went silent first...
 SILENT_SHARE = 0.25  # ...or this share of the stall threshold, whichever is longer
+QUIET_FIRST_MIN_S = 2.0  # a rank whose lines stopped this much before all the others'
 MAX_LAGGARDS = 64
 MAX_MEMBERS = 4096  # memory stays flat when a log names ever new actors (Ray pids)
 
@@ -129,6 +132,8 @@ class RankTracker:
             last = data[_tail_start(data, 1):].rstrip(b"\n")
             member = self._member(src, None)
             if member is not None and last:
+                # A plain line too says the rank is alive: who went quiet first counts it.
+                member.last_seen = self.clock.monotonic()
                 member.last_line = last[:LINE_KEEP].decode("utf-8", "replace")
 
     def matched(self, source: str, text: str, match: LineMatch, progress: bool) -> None:
@@ -220,9 +225,12 @@ class RankTracker:
         for rank, why in found.diverged if found else ():
             if rank in by_rank:
                 reasons.setdefault(_key(by_rank[rank]), []).append(why)
+        missing = self._missing(numeric)
+        if not reasons and not missing:
+            for member, why in _quiet_first(members, counter, now, self.clock.wall()):
+                reasons[_key(member)] = [why]
         laggards = [_laggard(m, counter, now, "; ".join(reasons[_key(m)]))
                     for m in members if _key(m) in reasons]
-        missing = self._missing(numeric)
         laggards += [Laggard(None, int(r), None, None, None,
                              f"never logged (world size {world}: {self.world_line})")
                      for r in missing]
@@ -401,6 +409,32 @@ def _silent(members: list[Member], threshold: float,
     for member in silent:
         yield member, (f"silent for {format_duration(now - times[id(member)])}; the others "
                        f"made progress until {format_duration(now - newest)} ago")
+
+
+def _quiet_first(members: list[Member], counter: str | None, now: float,
+                 wall: float) -> Iterator[tuple[Member, str]]:
+    """With every rank at the same step and none behind: the rank whose lines stopped first,
+    clearly before the others, which stopped close together. It stopped inside the step; the
+    others printed on until they waited for it in the next collective. Its time is the job's
+    own where every rank's last line has a timestamp, else when the lines arrived."""
+    if len(members) < 2 or counter is None:
+        return
+    values = {m.counters.get(counter) for m in members}
+    if len(values) != 1 or None in values:
+        return
+    stamps = [parse_stamp(m.last_line) for m in members]
+    if all(stamp is not None for stamp in stamps):
+        times, zone = [float(stamp or 0.0) for stamp in stamps], ""
+    else:  # arrival times, shown on the wall clock
+        times, zone = [wall - (now - m.last_seen) for m in members], " UTC"
+    order = sorted(range(len(members)), key=lambda i: times[i])
+    first, second, newest = times[order[0]], times[order[1]], times[order[-1]]
+    gap = second - first
+    if gap < QUIET_FIRST_MIN_S or gap <= newest - second:
+        return
+    since = time.strftime("%H:%M:%S", time.gmtime(first))
+    yield members[order[0]], (f"quiet since {since}{zone}, {format_duration(gap)} before "
+                              "the others")
 
 
 def _phase_not_reached(members: list[Member]) -> Iterator[tuple[Member, str]]:

@@ -4,6 +4,7 @@ without the prefilter, on a fake clock."""
 from __future__ import annotations
 
 import functools
+import time
 from pathlib import Path
 
 import pytest
@@ -261,3 +262,59 @@ def test_ever_new_actors_keep_memory_flat():
     engine.feed_block("ray.log", block([f"(WorkerDict pid={pid}) loaded shard"
                                         for pid in range(MAX_MEMBERS + 500)]))
     assert len(engine.ranks.members) == MAX_MEMBERS
+
+
+def stamped(second: int, text: str) -> str:
+    return f"2026-01-11 12:{second // 60:02d}:{second % 60:02d},000 {text}"
+
+
+@MODES
+def test_the_rank_that_went_quiet_first_is_named_by_its_lines_timestamps(prefilter):
+    """All ranks reach step 8; rank 2 stops at 12:03:04, the others print plain lines until
+    12:03:07, then nothing: read after the fact, only the timestamps tell."""
+    engine, clock = make(prefilter)
+    for rank in range(4):
+        lines = [stamped(170 + s, line) for s, line in enumerate(rank_log(rank, 8))]
+        last = 184 if rank == 2 else 187
+        lines += [stamped(s, f"[rank{rank}] waiting for the batch") for s in range(179, last + 1)]
+        engine.feed_block(f"logs/rank{rank}.log", block(lines))
+    clock.advance(700)
+    stall = engine.tick()[0]
+    [lag] = stall.laggards
+    assert (lag.rank, lag.counter) == (2, 8)
+    assert lag.why == "quiet since 12:03:04, 3s before the others"
+    assert stall.rank_summary == "held up by rank 2: quiet since 12:03:04, 3s before the others"
+
+
+@MODES
+def test_the_rank_that_went_quiet_first_is_named_by_when_its_lines_arrived(prefilter):
+    """The same job followed live, lines without timestamps, one every 0.5 s: a merged log."""
+    engine, clock = make(prefilter)
+    for step in range(1, 9):
+        engine.feed_block("train.log", block([f"[rank{r}]: step {step} loss 0.5"
+                                              for r in range(4)]))
+        clock.advance(1.0)
+    quiet_at = clock.wall()
+    for _ in range(8):  # 4 s of plain lines from ranks 0, 1 and 3
+        clock.advance(0.5)
+        engine.feed_block("train.log", block([f"[rank{r}]: waiting for the batch"
+                                              for r in (0, 1, 3)]))
+    clock.advance(700)
+    stall = engine.tick()[0]
+    assert [(lag.rank, lag.why) for lag in stall.laggards] == [
+        (2, f"quiet since {time.strftime('%H:%M:%S', time.gmtime(quiet_at - 1))} UTC, "
+            "5s before the others")]
+
+
+@MODES
+def test_ranks_that_stop_one_after_another_name_no_rank(prefilter):
+    """Gaps of 3 s between each rank's last line: no rank stopped clearly first."""
+    engine, clock = make(prefilter)
+    for rank in range(4):
+        lines = [stamped(170 + s, line) for s, line in enumerate(rank_log(rank, 8))]
+        lines += [stamped(s, f"[rank{rank}] waiting") for s in range(179, 182 + 3 * rank)]
+        engine.feed_block(f"logs/rank{rank}.log", block(lines))
+    clock.advance(700)
+    stall = engine.tick()[0]
+    assert stall.laggards == ()
+    assert stall.rank_summary.startswith("no rank stands out among 4 ranks")
