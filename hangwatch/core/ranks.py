@@ -55,8 +55,11 @@ SCAN_KEEP = 2000  # of a line scanned here, enough for a START pattern
 SILENT_MIN_S = 60.0  # a rank silent this much longer than the others went silent first...
 SILENT_SHARE = 0.25  # ...or this share of the stall threshold, whichever is longer
 QUIET_FIRST_MIN_S = 2.0  # a rank whose lines stopped this much before all the others'
-MAX_LAGGARDS = 64
-MAX_MEMBERS = 4096  # memory stays flat when a log names ever new actors (Ray pids)
+MAX_LAGGARDS = 8  # named in a stall; the rest are counted
+MAX_MEMBERS = 4096  # ranks tracked per watch: memory and the verdict's time stay bounded
+# Members named by a prefix that is no rank number (Ray's `pid=N`): past this many, the
+# prefixes name processes that come and go (restarted workers, a process per task), not ranks.
+MAX_ACTORS = 256
 
 
 @dataclass
@@ -96,6 +99,7 @@ class Verdict:
     summary: str = ""
     desync: str = ""
     rows: tuple[RankRow, ...] = ()
+    laggards_more: int = 0  # laggards found beyond those named
 
 
 class RankTracker:
@@ -111,6 +115,8 @@ class RankTracker:
         self.world: int | None = None
         self.world_line = ""
         self.joined: int | None = None  # the job said this many of `world` joined
+        self.actors = 0  # members named by a prefix that is no rank number
+        self.not_ranks = ""  # why the prefixes were found to be no set of ranks: said once
         self._starts: dict[str, regex.Pattern[str]] = {}
 
     # --- what the engine hands over -----------------------------------------------------
@@ -208,6 +214,8 @@ class RankTracker:
     # --- the verdict ---------------------------------------------------------------------
 
     def verdict(self, threshold: float) -> Verdict:
+        if self.not_ranks:
+            return Verdict(summary=self.not_ranks)
         members = sorted(self.members.values(), key=lambda m: _order(m.rank or m.source))
         numeric = {m.rank for m in members if m.rank is not None and m.rank.isdigit()}
         world = self.world or 0
@@ -239,10 +247,13 @@ class RankTracker:
         rows = tuple(_row(m, counter, now, _key(m) in reasons) for m in members)
         return Verdict(tuple(laggards[:MAX_LAGGARDS]),
                        self._summary(laggards, members, counter, numeric),
-                       found.summary if found else "", rows)
+                       found.summary if found else "", rows,
+                       max(0, len(laggards) - MAX_LAGGARDS))
 
     def rows(self) -> list[dict[str, Any]]:
         """Each member as the live view shows it (laggards are judged on a stall only)."""
+        if self.not_ranks:
+            return []
         members = sorted(self.members.values(), key=lambda m: _order(m.rank or m.source))
         counter = _main_counter(members)
         now = self.clock.monotonic()
@@ -273,10 +284,26 @@ class RankTracker:
         key = rank if rank is not None else f"source:{src.path}"
         member = self.members.get(key)
         if member is None:
-            if len(self.members) >= MAX_MEMBERS:
+            if self.not_ranks:
                 return None
+            actor = rank is not None and not rank.isdigit()
+            if len(self.members) >= MAX_MEMBERS or (actor and self.actors >= MAX_ACTORS):
+                self._not_ranks(src, rank)
+                return None
+            self.actors += actor
             member = self.members[key] = Member(rank, src.path, last_seen=self.clock.monotonic())
         return member
+
+    def _not_ranks(self, src: _Source, label: str | None) -> None:
+        """Stop tracking: the prefixes name more processes than a job has ranks. Judging
+        them would name hundreds of finished processes as laggards."""
+        count = MAX_MEMBERS if len(self.members) >= MAX_MEMBERS else MAX_ACTORS
+        self.not_ranks = (f"not judged: {PurePath(src.path).name} names more than {count} "
+                          f"processes by its prefixes (such as {label}); they come and "
+                          "go (restarted workers, or a process per task) and are no set of "
+                          "ranks")
+        self.members.clear()
+        self.works.clear()
 
     def _scan(self, src: _Source, lines: list[bytes], phase: PhaseRule | None) -> None:
         now = self.clock.monotonic()
@@ -340,8 +367,8 @@ class RankTracker:
         ranks or more logged) or the job itself said fewer joined: a job where rank 0
         alone prints has no missing ranks."""
         world = self.world or 0
-        if world < 2 or not (len(seen) >= 2 or (self.joined is not None
-                                                 and self.joined < world)):
+        if world < 2 or world > MAX_MEMBERS or not (
+                len(seen) >= 2 or (self.joined is not None and self.joined < world)):
             return []
         return [str(r) for r in range(world) if str(r) not in seen]
 
@@ -386,13 +413,14 @@ def _behind(members: list[Member], counter: str | None) -> Iterator[tuple[Member
         return
     if len(ahead) < len(behind) and len({m.counters[counter] for m in behind}) == 1:
         low = behind[0].counters[counter]
+        others = f"{_members(behind)} {_are(behind)} at {name} {_number(low)}"
         for member in ahead:
-            yield member, (f"ahead: at {name} {_number(top)} while "
-                           f"{_members(behind)} {_are(behind)} at {name} {_number(low)}")
+            yield member, f"ahead: at {name} {_number(top)} while {others}"
         return
+    leaders = _members(ahead)
     for member in behind:
         yield member, (f"at {name} {_number(member.counters[counter])} while "
-                       f"{_members(ahead)} reached {name} {_number(top)}")
+                       f"{leaders} reached {name} {_number(top)}")
 
 
 def _silent(members: list[Member], threshold: float,
@@ -444,13 +472,15 @@ def _phase_not_reached(members: list[Member]) -> Iterator[tuple[Member, str]]:
     order: dict[str, None] = {}
     for member in tracking:
         order.update(member.reached)
+    reached = {phase: [m for m in tracking if phase in m.reached] for phase in order}
+    named = {phase: _members(who) for phase, who in reached.items()
+             if len(who) >= 2 and len(who) * 2 > len(members)}
     for member in tracking:
-        for phase in order:
-            reached = [m for m in tracking if phase in m.reached]
-            if phase in member.reached or len(reached) < 2 or len(reached) * 2 <= len(members):
+        for phase, who in named.items():
+            if phase in member.reached:
                 continue
             where = f"; still in {member.phase}" if member.phase else ""
-            yield member, f"never reached {phase} ({_members(reached)} did){where}"
+            yield member, f"never reached {phase} ({who} did){where}"
             break
 
 

@@ -238,6 +238,8 @@ def _rank_lines(stall: dict[str, Any]) -> list[str]:
     for lag in stall.get("laggards") or ():
         lines.append(f"- laggard: {markdown.code(laggard_name(lag))}: "
                      f"{markdown.code(lag['why'])}")
+    if stall.get("laggards_more"):
+        lines.append(f"- laggards: {stall['laggards_more']} more")
     if stall.get("desync"):
         lines.append(f"- collectives: {markdown.code(stall['desync'])}")
     return lines

@@ -255,13 +255,38 @@ def test_rank_lists_are_written_as_ranges():
     assert span(["3", "1"]) == "1,3"
 
 
-def test_ever_new_actors_keep_memory_flat():
-    from hangwatch.core.ranks import MAX_MEMBERS
+def test_ever_new_actors_are_no_rank_set_said_once_and_memory_stays_flat():
+    from hangwatch.core.ranks import MAX_ACTORS
 
     engine, _ = make(True)
     engine.feed_block("ray.log", block([f"(WorkerDict pid={pid}) loaded shard"
-                                        for pid in range(MAX_MEMBERS + 500)]))
-    assert len(engine.ranks.members) == MAX_MEMBERS
+                                        for pid in range(MAX_ACTORS + 5000)]))
+    assert len(engine.ranks.members) == 0
+    stall = engine.diagnosis()
+    assert (stall.laggards, stall.laggards_more, stall.ranks) == ((), 0, ())
+    assert stall.rank_summary == (
+        f"not judged: ray.log names more than {MAX_ACTORS} processes by its prefixes (such "
+        f"as WorkerDict pid={MAX_ACTORS}); they come and go (restarted workers, or a process "
+        "per task) and are no set of ranks")
+
+
+def test_a_few_actors_restarted_now_and_then_are_still_ranks():
+    engine, _ = make(True)
+    engine.feed_block("ray.log", block([f"(WorkerDict pid={pid}) step:{8 if pid != 3 else 5} "
+                                        "- loss 0.5" for pid in range(200)]))
+    stall = engine.diagnosis()
+    assert [lag.rank for lag in stall.laggards] == ["WorkerDict pid=3"]
+
+
+@MODES
+def test_many_laggards_name_a_few_and_count_the_rest(prefilter):
+    engine, _ = make(prefilter)
+    engine.feed_block("train.log", block([f"[rank{r}]: step {5 if r % 5 == 0 else 8} loss 0.5"
+                                          for r in range(100)]))
+    stall = engine.diagnosis()
+    assert [lag.rank for lag in stall.laggards] == [0, 5, 10, 15, 20, 25, 30, 35]
+    assert stall.laggards_more == 12
+    assert stall.rank_summary.endswith("(and 17 more)")
 
 
 def stamped(second: int, text: str) -> str:
