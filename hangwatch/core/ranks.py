@@ -11,6 +11,7 @@ log, the last lines of each block, so catch-up stays at the prefilter's speed.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import re
 import time
@@ -258,6 +259,21 @@ class RankTracker:
         counter = _main_counter(members)
         now = self.clock.monotonic()
         return [_row(m, counter, now, False).to_dict() for m in members]
+
+    def rank_idle(self, limit: int) -> tuple[dict[str, float], float | None]:
+        """Seconds since each numbered rank last made progress, for the `limit` lowest rank
+        numbers (a bounded, stable set of metric series), and the most of the others (None
+        when there are none). Ranks named by a process (Ray's pid=N) are among the others:
+        their names are log text and come and go."""
+        now = self.clock.monotonic()
+        ranked = [(int(m.rank), m) for m in self.members.values()
+                  if m.rank is not None and m.rank.isdigit()]
+        shown = heapq.nsmallest(limit, ranked, key=lambda pair: pair[0])
+        kept = {id(m) for _, m in shown}
+        rest = [_idle(m, now) or 0.0 for m in self.members.values()
+                if m.rank is not None and id(m) not in kept]
+        return ({str(n): _idle(m, now) or 0.0 for n, m in shown},
+                max(rest) if rest else None)
 
     # --- internals -----------------------------------------------------------------------
 

@@ -343,3 +343,18 @@ def test_ranks_that_stop_one_after_another_name_no_rank(prefilter):
     stall = engine.tick()[0]
     assert stall.laggards == ()
     assert stall.rank_summary.startswith("no rank stands out among 4 ranks")
+
+
+def test_rank_idle_gives_the_lowest_rank_numbers_and_the_most_idle_of_the_rest():
+    engine, clock = make(True)
+    engine.feed_block("train.log", block([f"[rank{r}]: step 1 loss 0.5" for r in range(6)]
+                                         + ["(WorkerDict pid=7) step:1 - loss 0.5"]))
+    clock.advance(30)
+    engine.feed_block("train.log", block([f"[rank{r}]: step 2 loss 0.5" for r in (0, 1, 2, 4)]
+                                         + ["(WorkerDict pid=7) step:2 - loss 0.5"]))
+    clock.advance(5)
+    shown, others = engine.ranks.rank_idle(4)
+    assert shown == {"0": 5.0, "1": 5.0, "2": 5.0, "3": 35.0}
+    assert others == 35.0  # rank 5; the actor (pid=7) is among the others, at 5 s
+    assert engine.ranks.rank_idle(64) == ({str(r): 35.0 if r in (3, 5) else 5.0
+                                           for r in range(6)}, 5.0)
