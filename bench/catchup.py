@@ -13,9 +13,9 @@ import patterns
 from common import PYTHON, Row, Series, note, run_timed
 from verify import compare
 
-from hangwatch.config import load_rule_set
 from hangwatch.core.prefilter import Prefilter, try_build
 from hangwatch.core.rules import RuleSet
+from hangwatch.packs.load import load_rule_set
 
 RATIO_GOAL = 1.5
 RULES_TEST_GOAL = 3.0  # `rules test` against `check`, both run as a user runs them

@@ -13,10 +13,10 @@ import time
 from pathlib import Path
 
 from hangwatch.commands.check import read_log
-from hangwatch.commands.watch import make_engine
-from hangwatch.config import load_rule_set
 from hangwatch.core.clock import SystemClock
 from hangwatch.core.engine import Engine
+from hangwatch.packs.load import load_rule_set
+from hangwatch.session.engines import build_engine
 
 
 def main() -> int:
@@ -27,7 +27,7 @@ def main() -> int:
     start = time.perf_counter()
     rules = load_rule_set()
     engine = (Engine(rules, default_stall=600.0, clock=SystemClock()) if args.simple
-              else make_engine(rules, 600.0))  # as `hangwatch check` builds it
+              else build_engine(rules, 600.0))  # as `hangwatch check` builds it
     status = engine.prefilter.status if engine.prefilter else "off"
     ready = time.perf_counter()
     read_log(engine, args.log)

@@ -25,12 +25,12 @@ import psutil
 import regex
 from common import PYTHON, REPO, Row, render
 
-from hangwatch.config import load_builtin_packs, load_pack_text
 from hangwatch.core import rules as rules_module
 from hangwatch.core.clock import FakeClock
 from hangwatch.core.engine import Engine
 from hangwatch.core.prefilter import build_prefilter
 from hangwatch.core.rules import RuleSet
+from hangwatch.packs.load import load_builtin_packs, load_pack_text
 
 CATASTROPHIC = r"(\w+\s?)+$"
 PACK = f"pack: slow\nsignals:\n  - id: backtracks\n    match: '{CATASTROPHIC}'\n"

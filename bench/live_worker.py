@@ -18,10 +18,10 @@ from pathlib import Path
 
 from live_writer import MARK
 
-from hangwatch.commands.watch import make_engine
-from hangwatch.config import load_rule_set
-from hangwatch.feed import Block
-from hangwatch.follow import Follower
+from hangwatch.packs.load import load_rule_set
+from hangwatch.session.engines import build_engine
+from hangwatch.sources.feed import Block
+from hangwatch.sources.follow import Follower
 
 SAMPLE_S = 1.0
 DRAIN_S = 10.0
@@ -50,7 +50,7 @@ def marks(data: bytes) -> list[float]:
 def main() -> int:
     log = Path(sys.argv[1])
     rules = load_rule_set()
-    engine = make_engine(rules, 600.0)  # as `hangwatch watch` builds it
+    engine = build_engine(rules, 600.0)  # as `hangwatch watch` builds it
     status = engine.prefilter.status if engine.prefilter else "off"
     items: queue.Queue = queue.Queue(maxsize=64)
     follower = Follower(log, items)

@@ -7,12 +7,12 @@ import time
 
 from common import Row
 
-from hangwatch.config import load_pack_text
 from hangwatch.core.clock import FakeClock
 from hangwatch.core.engine import Engine
 from hangwatch.core.events import PhaseEvent
 from hangwatch.core.prefilter import try_build
 from hangwatch.core.rules import RuleSet
+from hangwatch.packs.load import load_pack_text
 
 PHASES = 6000
 GOAL_S = 1.0  # for PHASES lines (19 s when each new set of hits walked every rule)

@@ -21,7 +21,7 @@ CLASS_ESCAPES = {"d": "0-9", "s": "[:space:]", "w": "[:alnum:]_"}
 
 
 def rule_patterns() -> list[str]:
-    from hangwatch.config import load_rule_set
+    from hangwatch.packs.load import load_rule_set
 
     seen: dict[str, None] = {}
     for _kind, _rule, pattern in load_rule_set().patterns():
@@ -34,7 +34,7 @@ def sample_patterns(log: Path, count: int, probe: int = 1 << 20) -> list[str]:
     that hit a line of its first `probe` bytes, then others of the same packs, in order."""
     import regex
 
-    from hangwatch.config import load_rule_set
+    from hangwatch.packs.load import load_rule_set
 
     rules = load_rule_set()
     pack = {r.id: r.origin.pack for r in (*rules.phases, *rules.signals, *rules.noise,

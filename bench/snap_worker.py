@@ -13,8 +13,8 @@ import tempfile
 import time
 from pathlib import Path
 
-import hangwatch.snapshot as snapshot
-from hangwatch.snapshot import SnapshotOptions, take_snapshot
+import hangwatch.collectors.snapshot as snapshot
+from hangwatch.collectors.snapshot import SnapshotOptions, take_snapshot
 
 HANGING_TOOL = "#!/bin/sh\ntrap '' TERM INT\nwhile :; do sleep 1; done\n"
 

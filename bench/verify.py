@@ -48,8 +48,8 @@ def feed(rules: RuleSet, prefilter: Prefilter | None, log: Path,
             clock.advance(STALL_S + 1 if blocks % STALL_EVERY == 0 else 0.5)
             events += engine.tick()
     events += engine.feed_block("log", splitter.flush())
-    # Per-rank state is what each path saw of lines no rule decides (see README, Which rank
-    # holds the job up: Limits); the contract compared here is the rest.
+    # Per-rank state is what each path saw of lines no rule decides (see
+    # docs/reference/ranks.md, Limits); the contract compared here is the rest.
     events = [dataclasses.replace(e, laggards=(), ranks=(), rank_summary="", desync="")
               if isinstance(e, StallEvent) else e for e in events]
     return events, {**engine.state(), "ranks": None}, time.perf_counter() - start

@@ -19,7 +19,7 @@ from hangwatch.core.durations import parse_duration
 from hangwatch.errors import ExitStatus, HangwatchError
 
 SUBCOMMANDS = ("watch", "check", "demo", "rules", "snapshot", "run", "serve", "doctor",
-               "alert-test")
+               "alert-test", "merge")
 DEFAULT_STALL = "10m"
 REPORT_DIR = "hangwatch-reports"
 # Options shared by commands say the same everywhere.
@@ -214,6 +214,16 @@ def build_parser() -> argparse.ArgumentParser:
                                            "starts (exit 1 when a check fails)")
     doctor_options(doctor, duration, _rules_option)
 
+    merge = sub.add_parser("merge", help="take the stack groups of several nodes' incident "
+                                         "reports together: who stands where, by node and rank")
+    merge.add_argument("reports", nargs="+", metavar="REPORT_DIR",
+                       help="an incident report folder (holding report.json) of each node, "
+                            "e.g. on a shared filesystem")
+    merge.add_argument("--json", action="store_true",
+                       help="one JSON object (report.json's stack_groups and suspects shapes) "
+                            "instead of Markdown")
+    _rules_option(merge)
+
     alert_test = sub.add_parser("alert-test", help="send a sample alert to check the pipe")
     _alert_target_options(alert_test)
     alert_test.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
@@ -306,7 +316,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
 def _reader_gone(*streams: TextIO) -> int:
     """The reader of our output went away (`| head`): stop quietly, with the status a shell
     gives `cat` or `grep` ended by SIGPIPE."""
-    from hangwatch.files import discard_output
+    from hangwatch.storage.files import discard_output
 
     for stream in streams:
         discard_output(stream)

@@ -1,6 +1,7 @@
-"""The exit status of every command, as the README's table gives it, and what a reader that
-goes away (`| head`) does to each: a quiet exit 141, as a shell reports for `cat` or `grep`
-ended by SIGPIPE, except for `run`, whose status stays the job's."""
+"""The exit status of every command, as the tables of README.md and
+docs/reference/exit-codes.md give it, and what a reader that goes away (`| head`) does to
+each: a quiet exit 141, as a shell reports for `cat` or `grep` ended by SIGPIPE, except for
+`run`, whose status stays the job's."""
 
 from __future__ import annotations
 

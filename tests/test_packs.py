@@ -23,11 +23,11 @@ import regex
 import yaml
 
 from hangwatch.cli import main
-from hangwatch.config import load_builtin_packs, load_rule_set
 from hangwatch.core.clock import FakeClock
 from hangwatch.core.engine import Engine
 from hangwatch.core.lines import LineSplitter
 from hangwatch.core.model import RulePack
+from hangwatch.packs.load import load_builtin_packs, load_rule_set
 
 FIXTURES = Path(__file__).parent / "fixtures" / "packs"
 EXPECTED: dict[str, dict[str, str | None]] = yaml.safe_load(

@@ -65,6 +65,7 @@ def stall_payload(stall: StallEvent, origin: Origin, episode: str,
         "report": incident.report if incident is not None else None,
         "advice": [a.text for a in advice[:TOP_ADVICE]],
         "findings": list(incident.findings) if incident is not None else [],
+        **_suspect(incident),
         "since": stall_started(stall),
         "time": stall.wall,
     }
@@ -78,7 +79,9 @@ def recovered_payload(opened: Mapping[str, Any], wall: float,
         "event": "recovered",
         "episode": opened["episode"],
         "recovered_from": opened["event"],
-        **{k: opened.get(k) for k in ("watch", "job", "host", "phase", "phase_title", "log")},
+        # The stall's labels (suspect_rank too), so that the receiver resolves the same alert.
+        **{k: opened.get(k) for k in ("watch", "job", "host", "phase", "phase_title", "log",
+                                      "suspect_rank")},
         "stalled_s": round(event.stalled_s, 3) if event is not None else
         round(max(0.0, wall - opened["since"]), 3),
         "since": opened["since"],
@@ -141,6 +144,9 @@ def alertmanager_alerts(payload: Mapping[str, Any], *, now: float,
         labels["log"] = str(payload.get("log"))
     else:
         labels["phase"] = str(payload.get("phase") or "none")
+        # A rank number is a bounded label; the frame text stays in the annotations.
+        if isinstance(payload.get("suspect_rank"), int):
+            labels["suspect_rank"] = str(payload["suspect_rank"])
     ends = payload["time"] if payload["event"] == "recovered" else now + valid_s
     alert: dict[str, Any] = {
         "labels": labels,
@@ -151,6 +157,8 @@ def alertmanager_alerts(payload: Mapping[str, Any], *, now: float,
     }
     if payload.get("report"):
         alert["annotations"]["report"] = str(payload["report"])
+    if payload.get("suspect"):
+        alert["annotations"]["suspect"] = str(payload["suspect"])
     if payload.get("generator_url"):
         alert["generatorURL"] = str(payload["generator_url"])
     return [alert]
@@ -178,11 +186,25 @@ def _description(payload: Mapping[str, Any]) -> str:
         lines.append(f"last completed phase: {payload['last_completed']}")
     if payload.get("laggards"):
         lines.append(f"laggards: {payload['laggards']}")
+    if payload.get("suspect"):
+        lines.append(f"suspect: {payload['suspect']}")
     lines.extend(f"advice: {a}" for a in payload.get("advice") or [])
     lines.extend(f"finding: {f}" for f in payload.get("findings") or [])
     if payload.get("report"):
         lines.append(f"report: {payload['report']}")
     return "\n".join(lines)
+
+
+def _suspect(incident: Incident | None) -> dict[str, Any]:
+    """Who holds the job up, from its stacks: the first suspect's why (or where the job is
+    stuck as a whole) and that suspect's rank; nothing without stack groups."""
+    if incident is None or not (incident.suspects or incident.stack_groups):
+        return {}
+    first = incident.suspects[0] if incident.suspects else {}
+    rank = first.get("rank")
+    return {"suspect": str(first.get("why") or incident.stack_summary),
+            "suspect_rank": rank if isinstance(rank, int) and not isinstance(rank, bool)
+            else None}
 
 
 def _who(origin: Origin) -> dict[str, Any]:

@@ -19,8 +19,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from hangwatch.files import write_atomic
-from hangwatch.prefilter_cache import cache_folder
+from hangwatch.storage.cache import cache_folder
+from hangwatch.storage.files import write_atomic
 
 LIMIT = 10_000  # alerts kept per target; past it the oldest go (with a warning)
 _NAME = re.compile(r"^(\d{12})\.json$")

@@ -23,8 +23,10 @@ import psutil
 from hangwatch.collectors.procs import is_python
 
 # Priority when one process is found several ways: the first way named here wins.
-FOUND_BY = ("pid", "run-child", "log-writer", "group-of-writer", "match", "descendant")
+FOUND_BY = ("pid", "run-child", "log-writer", "group-of-writer", "match", "descendant",
+            "ray-worker")
 MAX_PROCESSES = 256
+_RAY_PROCESS = re.compile(r"ray::|\S*raylet\b|\S*gcs_server\b")
 _HELPER = re.compile(r"hangwatch\.collectors\.nvml_probe|(?:^|/)py-spy ")
 
 
@@ -117,6 +119,30 @@ class ProcFS:
             return None
         return raw.rstrip(b"\0").replace(b"\0", b" ").decode(errors="replace")
 
+    def argv(self, pid: int) -> tuple[str, ...]:
+        """The command line as its arguments; raises OSError when it cannot be read."""
+        raw = (self.root / str(pid) / "cmdline").read_bytes()
+        return tuple(raw.rstrip(b"\0").decode(errors="replace").split("\0")) if raw else ()
+
+    def environ(self, pid: int) -> dict[str, str]:
+        """The environment the process started with; raises OSError when it cannot be read
+        (another user's process: permission denied)."""
+        raw = (self.root / str(pid) / "environ").read_bytes()
+        pairs = (item.partition(b"=") for item in raw.split(b"\0") if item)
+        return {k.decode(errors="replace"): v.decode(errors="replace") for k, _, v in pairs}
+
+    def read(self, pid: int, name: str, tid: int | None = None) -> str:
+        """A small file of the process (`wchan`), or of one of its threads; raises OSError."""
+        folder = self.root / str(pid) if tid is None else self.root / str(pid) / "task" / str(tid)
+        return (folder / name).read_text(errors="replace")
+
+    def threads(self, pid: int) -> list[int]:
+        try:
+            return sorted(int(t) for t in os.listdir(self.root / str(pid) / "task")
+                          if t.isdigit())
+        except OSError:
+            return []
+
 
 def discover(*, pids: Sequence[int] = (), known_tree: Sequence[int] = (),
              log_paths: Sequence[Path] = (), match: str | None = None,
@@ -153,6 +179,7 @@ def discover(*, pids: Sequence[int] = (), known_tree: Sequence[int] = (),
             if cmdline and pattern.search(cmdline):
                 add([Found(pid, "match", f"command line matches {match!r}")])
     add(f for f in descendants(list(found), table) if f.pid not in ours)
+    add(f for f in ray_workers(list(found), table, procfs) if f.pid not in ours)
     if not table:
         notes.append(f"cannot read the process table under {procfs.root}")
     if not found:
@@ -232,6 +259,27 @@ def _feeders(writer: Found, procfs: ProcFS, table: dict[int, ProcEntry]) -> list
     via = f"in the process group of {me.comm} (pid {writer.pid})"
     return [Found(pid, "group-of-writer", via) for pid, entry in sorted(table.items())
             if pid != writer.pid and entry.pgrp == me.pgrp]
+
+
+def ray_workers(found: Sequence[int], table: dict[int, ProcEntry],
+                procfs: ProcFS) -> list[Found]:
+    """Ray runs actors and tasks in workers the raylet starts, outside the driver's process
+    tree: once a process of the job is a Ray worker or the raylet, every Ray worker
+    (`ray::Class.method` titles) of the same user is part of the job."""
+    titles = {pid: procfs.cmdline(pid) or "" for pid in table}
+    if not any(_RAY_PROCESS.match(titles.get(pid, "")) for pid in found):
+        return []
+    uid = _uid(procfs, found[0])
+    return [Found(pid, "ray-worker", "a Ray worker of the job's cluster")
+            for pid in sorted(table) if titles[pid].startswith("ray::")
+            and pid not in found and _uid(procfs, pid) == uid]
+
+
+def _uid(procfs: ProcFS, pid: int) -> int | None:
+    try:
+        return os.stat(procfs.root / str(pid)).st_uid
+    except OSError:
+        return None
 
 
 def descendants(roots: Sequence[int], table: dict[int, ProcEntry]) -> list[Found]:

@@ -21,7 +21,9 @@ from hangwatch.escape.redact import redact_text
 
 MISSING_HINT = "py-spy not found next to {python} or on PATH: pip install py-spy"
 PTRACE_HINT = ("py-spy may not attach (ptrace): run hangwatch as root or as the job's user "
-               "with CAP_SYS_PTRACE (docker: --cap-add SYS_PTRACE), or allow attaching with "
+               "with CAP_SYS_PTRACE (docker: --cap-add SYS_PTRACE; Kubernetes: "
+               "securityContext.capabilities.add: [SYS_PTRACE]; systemd: "
+               "AmbientCapabilities=CAP_SYS_PTRACE), or allow attaching with "
                "`sudo sysctl kernel.yama.ptrace_scope=0`")
 _PERMISSION = ("permission denied", "operation not permitted", "os error 1)", "os error 13)")
 _NOT_PYTHON = ("failed to find python version", "no python", "not a python")

@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from hangwatch.alerts.config import load_alert_targets
 from hangwatch.alerts.payload import Origin, episode_id, stall_payload
+from hangwatch.alerts.settings import load_alert_targets
 from hangwatch.alerts.targets import DeliveryError, TargetSpec, make_target, specs_from_flags
 from hangwatch.core.events import Advice, Incident, StallEvent
 from hangwatch.errors import ExitStatus, HangwatchError

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from hangwatch.daemon import TurnHook
 from hangwatch.errors import HangwatchError
 from hangwatch.reporters.base import Reporter
+from hangwatch.session.session import TurnHook
 
 if TYPE_CHECKING:
     from hangwatch.alerts.sender import Sender

@@ -5,19 +5,18 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from hangwatch.commands.watch import engine_for
-from hangwatch.config import load_rule_set
 from hangwatch.core.durations import format_duration
 from hangwatch.core.engine import Engine
 from hangwatch.core.lines import LineSplitter
 from hangwatch.errors import ExitStatus, HangwatchError
 from hangwatch.escape.terminal import safe
+from hangwatch.packs.load import load_rule_set
 from hangwatch.reporters.base import wait_lines, where_text
 from hangwatch.reporters.ranks import COLUMNS, grouped, stall_lines
+from hangwatch.session.engines import engine_for
 
 READ_SIZE = 1 << 20
 
@@ -34,7 +33,7 @@ def read_log(engine: Engine, path: Path) -> float:
     except OSError as exc:
         raise HangwatchError(f"cannot read {path}: {exc.strerror or exc}") from None
     # Each file's own last write tells which rank went quiet first.
-    engine.ranks.backdate(str(path), max(0.0, time.time() - mtime))
+    engine.backdate_source(str(path), max(0.0, engine.clock.wall() - mtime))
     return mtime
 
 
@@ -62,6 +61,8 @@ def result(engine: Engine, quiet_s: float) -> dict[str, Any]:
         "last_step": state["last_step"],
         "marker": state["marker"],
         "last_completed": state["last_completed"],
+        "between": state["between"],
+        "context": state["context"],
         "quiet_s": round(quiet_s, 3),
         "threshold_s": state["threshold_s"],
         "threshold_from": state["threshold_from"],
@@ -86,7 +87,11 @@ def render(data: dict[str, Any], out: TextIO) -> None:
     print(f"phase open:     {where_text(data) if data['phase'] else 'none'}", file=out)
     if data["marker"]:
         print(safe(f"named by:       {data['marker']}"), file=out)
+    if data["context"]:
+        print(safe(f"context:        {data['context']}"), file=out)
     print(f"last completed: {data['last_completed'] or 'none'}", file=out)
+    if data["between"]:
+        print(safe(f"between:        {data['between']}"), file=out)
     print(f"quiet for:      {format_duration(data['quiet_s'])} (threshold "
           f"{format_duration(data['threshold_s'])}, {data['threshold_from']}), "
           f"{lines} lines read", file=out)
@@ -128,7 +133,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         if not path.is_file():
             raise HangwatchError(f"no such log file: {path}")
     newest = max(read_log(engine, p) for p in paths)
-    quiet = max(0.0, time.time() - newest)
+    quiet = max(0.0, engine.clock.wall() - newest)
     engine.backdate(quiet)
     data = result(engine, quiet)
     if args.json:

@@ -9,22 +9,24 @@ import tempfile
 from pathlib import Path
 from typing import TextIO
 
-from hangwatch.commands.watch import engine_for, make_reporters, snapshot_options
-from hangwatch.config import load_rule_set
-from hangwatch.daemon import Session, SessionOptions, evidence_collector
+from hangwatch.commands.watch import make_reporters, snapshot_options
 from hangwatch.errors import ExitStatus, HangwatchError
+from hangwatch.packs.load import load_rule_set
+from hangwatch.session.engines import engine_for
+from hangwatch.session.evidence import evidence_collector
+from hangwatch.session.session import Session, SessionOptions
 
 END_WAIT_S = 5.0
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from hangwatch.follow import Follower
+    from hangwatch.sources.follow import Follower
 
     workdir = Path(tempfile.mkdtemp(prefix="hangwatch-demo-"))
     log = workdir / "train.log"
     print(f"demo: starting a GKD-style job that writes {log} and hangs in weight sync; "
           f"stall threshold {args.stall:g}s", file=out, flush=True)
-    child = subprocess.Popen([sys.executable, "-m", "hangwatch.demo_job", str(log)],
+    child = subprocess.Popen([sys.executable, "-m", "hangwatch.jobs.demo_job", str(log)],
                              stdin=subprocess.DEVNULL, start_new_session=True)
     watch_args = argparse.Namespace(json=False, plain=args.plain, pid=[child.pid], match=None,
                                     stacks=True, native=False)

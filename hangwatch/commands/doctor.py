@@ -70,8 +70,8 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 def preflight(rules: Sequence[str], *, data: Sequence[str] = (), disk: Sequence[str] = (),
               timeout: float, families: tuple[str, ...] | None = None) -> Report:
     """The checks on this machine, with the packs' own checks (a bad pack file raises)."""
-    from hangwatch.config import load_pack_checks
     from hangwatch.doctor.model import Machine, Options
+    from hangwatch.doctor.packs import load_pack_checks
     from hangwatch.doctor.runner import FAMILIES, run_doctor
 
     options = Options(data=tuple(Path(p) for p in data), disk=tuple(Path(p) for p in disk),

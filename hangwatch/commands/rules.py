@@ -19,17 +19,17 @@ from typing import Any, TextIO
 
 import regex
 
-from hangwatch.config import load_builtin_packs, load_pack_file, load_rule_set, rule_files
 from hangwatch.core.clock import FakeClock
-from hangwatch.core.engine import Engine
 from hangwatch.core.events import PhaseEvent
 from hangwatch.core.lines import LineSplitter
 from hangwatch.core.model import PhaseRule, RulePack
 from hangwatch.core.progress import ProgressJudge
 from hangwatch.core.rules import KINDS, LineMatch, RuleSet
+from hangwatch.core.stackrules import StackRule
 from hangwatch.core.wrap import Unwrapper, physical
 from hangwatch.errors import ConfigError, ConfigErrors, ExitStatus, HangwatchError
 from hangwatch.escape.terminal import safe
+from hangwatch.packs.load import load_builtin_packs, load_pack_file, load_rule_set, rule_files
 
 READ_SIZE = 1 << 20
 EXAMPLES = 5  # unmatched lines shown in the summary
@@ -78,15 +78,35 @@ def _show(args: argparse.Namespace, out: TextIO) -> int:
     if pack is None:
         raise HangwatchError(f"no pack named {args.pack!r} (known: {', '.join(sorted(by_name))})")
     sections = effective_rules(rules, pack)
+    stacks = _stack_rules(rules, pack)
     if args.json:
         doc = {"pack": pack.name, "description": pack.description, "extends": list(pack.extends),
                "file": pack.file,
                **{kind: [{**_rule_dict(r), "origin": _origin(r)} for r in items]
-                  for kind, items in sections.items()}}
+                  for kind, items in sections.items()},
+               "stacks": [{**_stack_dict(r), "origin": {"pack": owner, "file": r.file,
+                                                        "line": r.line}}
+                          for owner, r in stacks]}
         out.write(json.dumps(doc, ensure_ascii=False) + "\n")
         return ExitStatus.OK
-    out.write(_show_yaml(pack, sections))
+    out.write(_show_yaml(pack, sections, stacks))
     return ExitStatus.OK
+
+
+def _stack_rules(rules: RuleSet, pack: RulePack) -> list[tuple[str, StackRule]]:
+    """(owning pack, rule) for the `stacks:` rules of `pack` and the packs it extends, in the
+    order they are tried."""
+    family = _ancestors(pack, {p.name: p for p in rules.packs})
+    owner = {id(r): p.name for p in rules.packs if p.name in family for r in p.stack_rules}
+    return [(owner[id(r)], r) for r in rules.stack_rules if id(r) in owner]
+
+
+def _stack_dict(rule: StackRule) -> dict[str, Any]:
+    data: dict[str, Any] = {"id": rule.id, "match": rule.pattern}
+    if rule.phase:
+        data["phase"] = rule.phase
+    data["label"] = rule.label
+    return data
 
 
 def effective_rules(rules: RuleSet, pack: RulePack) -> dict[str, list[Any]]:
@@ -148,7 +168,8 @@ def _origin(rule: Any) -> dict[str, Any]:
     return {"pack": rule.origin.pack, "file": rule.origin.file, "line": rule.origin.line}
 
 
-def _show_yaml(pack: RulePack, sections: dict[str, list[Any]]) -> str:
+def _show_yaml(pack: RulePack, sections: dict[str, list[Any]],
+               stacks: Sequence[tuple[str, StackRule]]) -> str:
     import yaml
 
     head: dict[str, Any] = {"pack": pack.name}
@@ -166,6 +187,13 @@ def _show_yaml(pack: RulePack, sections: dict[str, list[Any]]) -> str:
             body = yaml.safe_dump([_rule_dict(rule)], sort_keys=False, allow_unicode=True,
                                   width=100)
             parts.append("".join(f"  {line}\n" for line in body.splitlines()))
+    if stacks:
+        parts.append("\nstacks:\n")
+    for owner, stack_rule in stacks:
+        parts.append(f"  # from {owner} ({stack_rule.file}:{stack_rule.line})\n")
+        body = yaml.safe_dump([_stack_dict(stack_rule)], sort_keys=False, allow_unicode=True,
+                              width=100)
+        parts.append("".join(f"  {line}\n" for line in body.splitlines()))
     return "".join(parts)
 
 
@@ -232,6 +260,11 @@ def _pattern_errors(pack: RulePack) -> Iterator[ConfigError]:
         if regex.search(pattern, ""):
             yield ConfigError(f"`{key}` matches an empty line, so it hits every line: "
                               f"{pattern!r}", file=pack.file, line=rule.origin.line, rule=rule.id)
+    for stack_rule in pack.stack_rules:
+        if stack_rule.matches(""):
+            yield ConfigError(f"`match` matches an empty frame, so it hits every frame: "
+                              f"{stack_rule.pattern!r}", file=pack.file, line=stack_rule.line,
+                              rule=stack_rule.id)
 
 
 def _pattern_warnings(pack: RulePack) -> Iterator[ConfigError]:
@@ -355,16 +388,15 @@ class RuleTester:
     before each of them, so "progress" means the line reset the engine's idle time."""
 
     def __init__(self, rules: RuleSet, show: Show = Show()) -> None:
-        from hangwatch.core.prefilter import build_prefilter
-        from hangwatch.prefilter_cache import default_store
+        from hangwatch.session.engines import build_engine, prefilter_for
 
         self.rules = rules
         self.show = show
         self.clock = FakeClock()
-        self.prefilter = build_prefilter(rules, default_store())
-        self.engine = Engine(rules, default_stall=600.0, clock=self.clock,
-                             prefilter=self.prefilter)
-        self.engine.unwrap = False  # it is fed lines joined here, and only some of them
+        self.prefilter = prefilter_for(rules)
+        # Fed lines joined here, and only some of them: the engine must not join rows again.
+        self.engine = build_engine(rules, 600.0, clock=self.clock, prefilter=self.prefilter,
+                                   unwrap=False)
         self.unwrapper = Unwrapper()
         self._joined: list[int] = []  # of the block being read (core/wrap.py)
         self.counts: Counter[tuple[str, str]] = Counter()

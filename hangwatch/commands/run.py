@@ -20,19 +20,20 @@ from typing import Any, TextIO
 
 from hangwatch.commands import alerting
 from hangwatch.commands.watch import (
-    engine_for,
     events_reporters,
     history_for,
     snapshot_options,
 )
-from hangwatch.config import load_rule_set
 from hangwatch.core.durations import format_duration
 from hangwatch.core.events import Incident
-from hangwatch.daemon import Session, SessionOptions, evidence_collector
 from hangwatch.errors import ExitStatus
-from hangwatch.feed import Block, EndOfInput, Partial
+from hangwatch.jobs.job import Job, JobStartError, Terminal, adopt_orphans
+from hangwatch.packs.load import load_rule_set
 from hangwatch.reporters.base import Reporter
-from hangwatch.runner import Job, JobStartError, Terminal, adopt_orphans
+from hangwatch.session.engines import engine_for
+from hangwatch.session.evidence import evidence_collector
+from hangwatch.session.session import Session, SessionOptions
+from hangwatch.sources.feed import Block, EndOfInput, Partial
 
 FORWARDED = {signal.SIGINT: ExitStatus.INTERRUPTED, signal.SIGTERM: ExitStatus.TERMINATED}
 STUCK_AFTER_S = 30.0  # past the grace and SIGKILL: a process in uninterruptible sleep
@@ -138,8 +139,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     log_path = Path(args.log)
     name = alerting.default_name(args, [str(log_path)], argv)
     history, keep = history_for(args, name, err)
-    engine = engine_for(rules, args, history)
-    engine.live = True  # the job's lines reach us as it writes them
+    engine = engine_for(rules, args, history, live=True)  # the job's lines come as written
     job: Job | None = None
     # The job's tree is known exactly: the snapshot needs no discovery from the log.
     collect = evidence_collector(rules, lambda: snapshot_options(

@@ -23,7 +23,7 @@ from hangwatch.service.config import (
     load_service_config,
 )
 from hangwatch.service.globs import is_glob
-from hangwatch.service.watch import WatchRuntime
+from hangwatch.service.runtime import WatchRuntime
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

@@ -18,19 +18,23 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from hangwatch.collectors.snapshot import (
+    SnapshotOptions,
+    collection_notes,
+    key_findings,
+    take_snapshot,
+)
 from hangwatch.core.evidence import process_label
 from hangwatch.errors import ExitStatus, HangwatchError
 from hangwatch.escape.terminal import rich_text, safe, safe_lines
-from hangwatch.snapshot import (
+from hangwatch.reporters.snapshot_tables import (
     GPU_COLUMNS,
+    GROUP_COLUMNS,
     PROCESS_COLUMNS,
-    SnapshotOptions,
-    collection_notes,
     gpu_rows,
-    key_findings,
+    group_rows,
     process_rows,
     system_lines,
-    take_snapshot,
 )
 
 
@@ -42,9 +46,12 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             err.write(f"hangwatch snapshot: --match {args.match!r} is not a valid regular "
                       f"expression: {exc}\n")
             return ExitStatus.USAGE
+    from hangwatch.collectors.stackgroups import load_stack_rules
+
     options = SnapshotOptions(pids=tuple(args.pid), match=args.match,
                               log_paths=tuple(Path(p) for p in args.log),
-                              stacks=args.stacks, native=args.native)
+                              stacks=args.stacks, native=args.native,
+                              stack_rules=load_stack_rules())
     snapshot = take_snapshot(options)
     folder = _keep(snapshot, args.report_dir, err) if args.report_dir else None
     if args.json:
@@ -81,6 +88,11 @@ def render(snapshot: dict[str, Any], console: Console) -> None:
     findings = key_findings(snapshot)
     for line in findings:
         console.print(f"  • {safe(line)}", markup=False)
+    if snapshot.get("stack_groups"):
+        console.print("[bold]Where the processes are[/]")
+        if snapshot.get("stack_summary"):
+            console.print(f"  {safe(snapshot['stack_summary'])}", markup=False)
+        console.print(_table("Stack groups", GROUP_COLUMNS, group_rows(snapshot)))
     # The command line goes with each stack below: a table column would fold it unreadably.
     columns = [c for c in PROCESS_COLUMNS if c != "command"]
     rows = [row[:len(columns)] for row in process_rows(snapshot)]

@@ -8,43 +8,15 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from hangwatch.commands import alerting
-from hangwatch.config import load_rule_set
-from hangwatch.core.clock import SystemClock
-from hangwatch.core.engine import Engine
 from hangwatch.core.history import History
-from hangwatch.core.rules import RuleSet
-from hangwatch.daemon import Session, SessionOptions, evidence_collector
 from hangwatch.errors import ExitStatus, HangwatchError
+from hangwatch.packs.load import load_rule_set
 from hangwatch.reporters.base import Reporter
+from hangwatch.session.engines import engine_for
+from hangwatch.session.evidence import evidence_collector
+from hangwatch.session.session import Session, SessionOptions
 
 LIVE_REFRESH_S = 1.0
-
-
-def make_engine(rules: RuleSet, stall: float, *, stall_given: bool = False,
-                phase_stall: dict[str, float] | None = None,
-                history: History | None = None) -> Engine:
-    """The engine every command uses: with the multi-pattern prefilter when it can be built
-    (hyperscan installed, patterns it can follow), else matching line by line. Its compiled
-    databases are kept in the user's cache folder."""
-    from hangwatch.core.prefilter import build_prefilter
-    from hangwatch.prefilter_cache import default_store
-
-    return Engine(rules, default_stall=stall, clock=SystemClock(),
-                  prefilter=build_prefilter(rules, default_store()), stall_given=stall_given,
-                  phase_stall=phase_stall, history=history)
-
-
-def engine_for(rules: RuleSet, args: argparse.Namespace,
-               history: History | None = None) -> Engine:
-    """`make_engine` with the thresholds of the command line: `--phase-stall`, then a given
-    `--stall`, then a phase's own stall_after, then the default."""
-    per_phase = dict(getattr(args, "phase_stall", []))
-    unknown = sorted(p for p in per_phase if rules.phase(p) is None)
-    if unknown:
-        raise HangwatchError(f"--phase-stall: no phase or step named {', '.join(unknown)} "
-                             f"(see `hangwatch rules show PACK`)")
-    return make_engine(rules, args.stall, stall_given=getattr(args, "stall_given", True),
-                       phase_stall=per_phase, history=history)
 
 
 def history_for(args: argparse.Namespace, job: str, err: TextIO) -> tuple[History | None,
@@ -96,14 +68,14 @@ def events_reporters(args: argparse.Namespace) -> list[Reporter]:
 
 def snapshot_options(args: argparse.Namespace, paths: Sequence[Path],
                      known_tree: Sequence[int] = ()) -> Any:
-    from hangwatch.snapshot import SnapshotOptions
+    from hangwatch.collectors.snapshot import SnapshotOptions
 
     return SnapshotOptions(pids=tuple(args.pid), match=args.match, log_paths=tuple(paths),
                            stacks=args.stacks, native=args.native, known_tree=tuple(known_tree))
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from hangwatch.follow import FollowerGroup
+    from hangwatch.sources.follow import FollowerGroup
 
     rules = load_rule_set(args.rules)
     paths = [Path(p) for p in args.logs]

@@ -7,11 +7,12 @@ fires the stall when its deadline has passed. Nothing here reads files or sleeps
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import regex
 
+from hangwatch.core.before import BEFORE_LINES, Place, is_stop, place_before
 from hangwatch.core.clock import Clock
 from hangwatch.core.durations import format_duration
 from hangwatch.core.events import (
@@ -27,6 +28,7 @@ from hangwatch.core.events import (
 )
 from hangwatch.core.history import History
 from hangwatch.core.model import PhaseRule
+from hangwatch.core.order import Between, expected_next
 from hangwatch.core.phases import PhaseTracker, TimelineEntry, Where
 from hangwatch.core.prefilter import QUIET, Held, Pending, Plain, Prefilter, Spans
 from hangwatch.core.progress import ProgressJudge
@@ -63,7 +65,11 @@ class Engine:
     def __init__(self, rules: RuleSet, *, default_stall: float, clock: Clock,
                  prefilter: Prefilter | None = None, stall_given: bool = False,
                  phase_stall: dict[str, float] | None = None,
-                 history: History | None = None) -> None:
+                 history: History | None = None, live: bool = False,
+                 unwrap: bool = True) -> None:
+        """`live`: lines arrive as they are written (a job's pipes), not from a catch-up.
+        `unwrap`: join the rows a terminal wrapped (core/wrap.py); off for a caller that
+        feeds lines already joined, or not consecutive (`rules test`)."""
         self.rules = rules
         self.prefilter = prefilter  # built for `rules`: blocks are scanned whole, same events
         self.default_stall = default_stall
@@ -75,7 +81,7 @@ class Engine:
         self.judge = ProgressJudge()
         self.waits = WaitDetector()
         self.history = history  # phase durations of earlier runs: `slow` before a stall
-        self.live = False  # lines arrive as written (not a catch-up): wall time is duration
+        self.live = live  # lines arrive as written (not a catch-up): wall time is duration
         self._slow_said: set[int] = set()  # timeline entries already called slow
         self.ranks = RankTracker(rules.ranks, clock, rules.start_pattern)  # see core/ranks.py
         self.lines: dict[str, int] = {}
@@ -85,10 +91,17 @@ class Engine:
         self.stall: StallEvent | None = None
         self._progressed = False  # progress recorded in the block being read
         self._partials: dict[str, bytes] = {}  # unfinished last lines matched ahead
-        # Rows a terminal wrapped are joined before matching (core/wrap.py), unless the
-        # caller feeds lines already joined or not consecutive (`rules test`).
-        self.unwrap = True
+        self.unwrap = unwrap
         self._unwrappers: dict[str, Unwrapper] = {}
+        # What came before a stop line (core/before.py): each source's last lines, the block
+        # being read (source, its lines joined, the line count before it), and the place
+        # found, looked for once per quiet stretch.
+        self._tails: dict[str, list[str]] = {}
+        self._block: tuple[str, bytes, int] | None = None
+        self._place: Place | None = None
+        self._place_named: bool = False  # the place opened the phase in progress
+        self._place_looked = False
+        self._between: dict[str, Between | None] = {}  # by the phase completed last
 
     # --- input ---------------------------------------------------------------------------
 
@@ -105,6 +118,7 @@ class Engine:
         if self.unwrap:
             data, joined = self._unwrappers.setdefault(source, Unwrapper()).feed(data)
         base = self.lines.get(source, 0)
+        self._block = (source, data, base)
 
         def at(line: int) -> int:  # a line's number in the file: the row where it begins
             return base + physical(line - base, joined) if joined else line
@@ -117,7 +131,14 @@ class Engine:
                 events.extend(self._line(source, at(line), raw.decode("utf-8", "replace")))
         self.lines[source] += len(joined)  # the rows joined onto others are read too
         self.ranks.feed_block(source, data, self.tracker.current)  # ranks: prefixes, world
+        self._block = None
+        self._keep_tail(source, _last_lines(data, BEFORE_LINES))
         return events
+
+    def _keep_tail(self, source: str, lines: list[bytes]) -> None:
+        tail = self._tails.setdefault(source, [])
+        tail.extend(raw.decode("utf-8", "replace") for raw in lines)
+        del tail[:-BEFORE_LINES]
 
     def _feed_segments(self, source: str, data: bytes, prefilter: Prefilter,
                        at: Callable[[int], int]) -> list[Event]:
@@ -184,8 +205,10 @@ class Engine:
             return []
         self._partials[source] = data
         self._progressed = False
-        return self._line(source, self.lines.get(source, 0) + 1,
-                          data.decode("utf-8", "replace"))
+        events = self._line(source, self.lines.get(source, 0) + 1,
+                            data.decode("utf-8", "replace"))
+        self._keep_tail(source, [data])
+        return events
 
     def _skip_partial(self, source: str, data: bytes) -> bytes:
         """`data` less its first line when that line was matched ahead as a partial one."""
@@ -199,7 +222,9 @@ class Engine:
         """One line: a block of its own."""
         self._progressed = False
         line = self.lines[source] = self.lines.get(source, 0) + 1
-        return self._line(source, line, text)
+        events = self._line(source, line, text)
+        self._keep_tail(source, [text.encode("utf-8", "replace")])
+        return events
 
     def _line(self, source: str, line: int, text: str) -> list[Event]:
         """`text`, line `line` of `source`, matched by every rule (no prefilter)."""
@@ -219,6 +244,56 @@ class Engine:
     def backdate(self, idle_s: float) -> None:
         """The log had been quiet `idle_s` seconds before we saw it (its mtime)."""
         self.timer.backdate(self.clock.monotonic(), idle_s)
+
+    def backdate_source(self, source: str, idle_s: float) -> None:
+        """One file had been quiet `idle_s` seconds when read to its end: which rank went
+        quiet first."""
+        self.ranks.backdate(source, idle_s)
+
+    def go_live(self) -> None:
+        """Every source is caught up: from now on lines come as written, and the clock times
+        them (learned durations)."""
+        self.live = True
+
+    # --- state kept across restarts (serve) ----------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        """What a restart needs to go on where this engine is: phases and timeline, line
+        counts, idle time, a stall in progress, a finish seen. Plain JSON data."""
+        now = self.clock.monotonic()
+        stalled_at = self.timer.stalled_at
+        return {
+            "tracker": self.tracker.to_dict(),
+            "lines": dict(self.lines),
+            "idle_s": self.idle(),
+            "stalled_s": None if stalled_at is None else max(0.0, now - stalled_at),
+            "finished": asdict(self.finished) if self.finished is not None else None,
+        }
+
+    def restore(self, data: dict[str, Any], *, away_s: float, stalled: bool) -> None:
+        """Go on from a `snapshot()` (of an engine with the same rules). `away_s`: seconds
+        since it was taken (the job's idle time went on meanwhile). `stalled`: keep a stall
+        in progress as already fired. Raises KeyError, TypeError or ValueError on malformed
+        data, leaving this engine as it was."""
+        tracker = PhaseTracker.from_dict(data["tracker"], self.rules.phase)
+        lines = {str(k): int(v) for k, v in data["lines"].items()}
+        idle = float(data["idle_s"]) + max(0.0, away_s)
+        finished = FinishEvent(**data["finished"]) if data["finished"] is not None else None
+        stalled_s = None if data["stalled_s"] is None else float(data["stalled_s"])
+        now = self.clock.monotonic()
+        self.tracker, self.lines, self.finished = tracker, lines, finished
+        self.timer.last_progress = now - idle
+        if stalled and stalled_s is not None:
+            self.timer.stalled_at = now - stalled_s - max(0.0, away_s)
+            self.stall = self.diagnosis()
+
+    def restate_stall(self) -> StallEvent | None:
+        """The stall in progress as it stands now, kept as this episode's event (a restart
+        reports again an episode whose report never got out); None when not stalled."""
+        if not self.timer.stalled:
+            return None
+        self.stall = self.diagnosis()
+        return self.stall
 
     # --- time ----------------------------------------------------------------------------
 
@@ -325,6 +400,8 @@ class Engine:
             "marker": self._marker(),
             "last_completed": last.id if last else None,
             "last_completed_title": last.title if last else None,
+            "between": self._between_text(),
+            "context": self._place_text(),
             "idle_s": round(self.idle(), 3),
             "threshold_s": threshold,
             "threshold_from": threshold_from,
@@ -359,6 +436,8 @@ class Engine:
                 r for r in match.phase_starts if r.nests or not self._inside_pack_phase(r)))
         for rule in match.phase_dones:
             events.extend(self.tracker.done(rule, where))
+        placed = (self._place_stop(source, line, text)
+                  if match.signals and not self._place_looked and is_stop(text) else [])
         for rule in match.phase_starts:
             started = self._start(rule, where)
             if any(e.state == "started" and e.parent is None for e in started):
@@ -390,7 +469,68 @@ class Engine:
                 events.extend(self._plain(source, line, text))
             else:
                 events.extend(self._progress(source, line))
-        return events
+        return placed + events  # a place named after the fact is no progress
+
+    def _place_stop(self, source: str, line: int, text: str) -> list[Event]:
+        """A stop line (timeout, abort, watchdog) takes its place from the lines before it:
+        the phase that place names opens when none is open (core/before.py)."""
+        self._place_looked = True
+
+        def starts(candidate: str) -> tuple[PhaseRule, ...]:
+            found = self.rules.match(candidate)
+            return found.phase_starts if found is not None else ()
+
+        place = place_before(self._lines_before(source), text, starts, self._generic_phase)
+        current, step = self.tracker.current, self.tracker.current_step
+        open_ids = {r.id for r in (current, step[0] if step else None) if r is not None}
+        if place is None or (place.phase is not None and place.phase.id in open_ids
+                             and not place.counter):
+            return []  # the open phase or step already says it
+        if current is None and place.by_start:
+            return []  # a phase read, and completed, before: what is between says more
+        self._place = place
+        if current is not None or place.phase is None:
+            return []  # beside the open phase: the signal's context says it
+        self._place_named = True
+        where = Where(source, max(1, line - place.back), self.clock.wall(),
+                      parse_stamp(place.text), place.text)
+        return list(self._start(place.phase, where))
+
+    def _generic_phase(self, phase_id: str) -> PhaseRule | None:
+        return self.rules.phase(f"generic:{phase_id}")
+
+    def _lines_before(self, source: str) -> list[str]:
+        """The lines of `source` before the one being matched, oldest first: the last ones
+        of earlier blocks, then those of this block (the same whichever way it is read)."""
+        tail = list(self._tails.get(source, ()))
+        if self._block is not None and self._block[0] == source:
+            _, data, base = self._block
+            k = self.lines[source] - base - 1
+            if k > 0:
+                parts = data.split(b"\n", k)[:k]
+                tail += [raw.decode("utf-8", "replace") for raw in parts[-BEFORE_LINES:]]
+        return tail[-BEFORE_LINES:]
+
+    def _place_text(self) -> str:
+        """Where the place of a stop line came from, for the verdict's `context`."""
+        if self._place is None:
+            return ""
+        if self._place_named:
+            return f"named by the line before the stop: {self._place.describe()}"
+        return f"before the stop: {self._place.describe()}"
+
+    def between(self) -> Between | None:
+        """Nothing open: the place expected next after the last phase completed."""
+        last = self.tracker.last_completed
+        if self.tracker.current is not None or last is None:
+            return None
+        if last.id not in self._between:
+            self._between[last.id] = expected_next(last, self.rules)
+        return self._between[last.id]
+
+    def _between_text(self) -> str:
+        between = self.between()
+        return between.text() if between is not None else ""
 
     def _start(self, rule: PhaseRule, where: Where) -> list[PhaseEvent]:
         """A phase, or a step: one that names its parent, or a generic-layer phase seen while
@@ -462,12 +602,17 @@ class Engine:
             parts.append(f"during {phase.title} ({phase.id})")
         elif last is not None:
             parts.append(f"after {last.title} ({last.id})")
+        if self._place is not None:
+            parts.append(self._place_text())
         collective = _COLLECTIVE.search(text)
         if collective is not None:
             parts.append(f"collective {collective['op']} SeqNum {collective['seq']}")
         return "; ".join(parts)
 
     def _progress(self, source: str, line: int) -> list[Event]:
+        if not self._progressed:  # once a block (as the prefilter sees it, not each line)
+            self._place_looked = False  # the next quiet stretch has a stop line of its own
+            self._place, self._place_named = None, False
         self._progressed = True
         self.waits.progressed()
         self.ranks.progress(source)  # ranks: a file of one rank moved
@@ -536,9 +681,19 @@ class Engine:
             ranks=ranks.rows,
             rank_summary=ranks.summary,
             desync=ranks.desync,
+            between=self._between_text(),
+            context=self._place_text(),
         )
 
 
+
+
+def _last_lines(data: bytes, n: int) -> list[bytes]:
+    """The last `n` lines of `data` (lines ending in b"\\n")."""
+    parts = data.rsplit(b"\n", n + 1)
+    if parts and parts[-1] == b"":
+        parts.pop()
+    return parts[-n:]
 
 
 def _lines(data: bytes) -> list[bytes]:

@@ -121,6 +121,8 @@ class StallEvent:
     ranks: tuple[RankRow, ...] = ()
     rank_summary: str = ""  # who holds the job up, or that no rank stands out
     desync: str = ""  # where each rank's collectives stand, from the NCCL watchdog's lines
+    between: str = ""  # nothing open: after the last phase, before the one expected next
+    context: str = ""  # the place a stop line took from the lines before it (core/before.py)
 
 
 @dataclass(frozen=True)
@@ -181,3 +183,9 @@ class Incident:
     report: str | None
     advice: tuple[Advice, ...]
     findings: tuple[str, ...] = ()
+    # Where every process stands (StackGroups.to_json() shapes): groups largest first, the odd
+    # ones out, one sentence; and the frames' phase when it differs from the log's.
+    stack_groups: tuple[dict[str, Any], ...] = ()
+    suspects: tuple[dict[str, Any], ...] = ()
+    stack_summary: str = ""
+    frames_phase: str | None = None

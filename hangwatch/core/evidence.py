@@ -1,8 +1,8 @@
 """Advice chosen by evidence: facts read off a snapshot, matched against `diagnoses` rules.
 
-A snapshot is plain data (see hangwatch/snapshot.py). Each fact has a value from WHEN_KEYS and
-the concrete evidence behind it ("GPU0 util 100%, GPU1 util 99%"), which travels with the
-advice it selects so a reader can judge it.
+A snapshot is plain data (see hangwatch/collectors/snapshot.py). Each fact has a value from
+WHEN_KEYS and the concrete evidence behind it ("GPU0 util 100%, GPU1 util 99%"), which
+travels with the advice it selects so a reader can judge it.
 """
 
 from __future__ import annotations
@@ -252,3 +252,11 @@ def human_bytes(value: Any) -> str:
     if not isinstance(value, (int, float)):
         return "?"
     return f"{value / 2**20:.0f} MiB" if value < 2**30 else f"{value / 2**30:.1f} GiB"
+
+
+def gib_pair(gpu: dict[str, Any]) -> str:
+    """Memory used of total, in GiB: `3.2/80.0 GiB`."""
+    used, total = gpu.get("memory_used"), gpu.get("memory_total")
+    if not isinstance(used, (int, float)) or not isinstance(total, (int, float)):
+        return "?"
+    return f"{used / 2**30:.1f}/{total / 2**30:.1f} GiB"

@@ -1,9 +1,11 @@
-"""Rule packs as plain, validated data: what config.py produces and rules.py compiles."""
+"""Rule packs as plain, validated data: what packs/parse.py produces and rules.py compiles."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Literal
+
+from hangwatch.core.stackrules import StackRule
 
 Severity = Literal["info", "warning", "error"]
 SEVERITIES: tuple[Severity, ...] = ("info", "warning", "error")
@@ -112,6 +114,7 @@ class RulePack:
     finish: tuple[FinishRule, ...] = ()
     diagnoses: tuple[DiagnosisRule, ...] = field(default=())
     ranks: tuple[RankRule, ...] = ()
+    stack_rules: tuple[StackRule, ...] = ()  # `stacks:` frame patterns -> places
 
     def rule_count(self) -> dict[str, int]:
         return {
@@ -122,4 +125,18 @@ class RulePack:
             "finish": len(self.finish),
             "diagnoses": len(self.diagnoses),
             "ranks": len(self.ranks),
+            "stacks": len(self.stack_rules),
         }
+
+
+@dataclass(frozen=True)
+class PackCheck:
+    """A preflight check from a pack's `checks:` (run by `hangwatch doctor`): an environment
+    variable that must be set, or a path that must exist."""
+
+    id: str
+    kind: str  # "env" or "path"
+    target: str
+    status: str  # what a miss is: "fail" or "warn"
+    fix: str
+    origin: Origin

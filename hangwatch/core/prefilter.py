@@ -46,7 +46,7 @@ from hangwatch.core.translate import EVERY_LINE, Untranslatable, line_forms
 
 
 class DatabaseStore(Protocol):
-    """Keeps compiled databases between runs (`hangwatch/prefilter_cache.py` on disk):
+    """Keeps compiled databases between runs (`hangwatch/storage/cache.py` on disk):
     compiling the built-in rules takes about half a second, loading them microseconds."""
 
     def load(self, key: str) -> bytes | None: ...

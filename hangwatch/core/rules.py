@@ -18,6 +18,7 @@ from hangwatch.core.model import (
     RulePack,
     SignalRule,
 )
+from hangwatch.core.stackrules import StackRule
 from hangwatch.errors import ConfigError, ConfigErrors
 
 # A pathological pattern on a pathological line must not freeze the loop.
@@ -58,6 +59,10 @@ class RuleSet:
         self.finish: tuple[FinishRule, ...] = tuple(merged["finish"])
         self.diagnoses: tuple[DiagnosisRule, ...] = tuple(merged["diagnoses"])
         self.ranks: tuple[RankRule, ...] = tuple(merged["ranks"])  # rank prefixes of packs
+        # Frame patterns, first match wins: a pack's own before the generic layer's.
+        self.stack_rules: tuple[StackRule, ...] = tuple(
+            rule for generic in (False, True) for pack in self.packs
+            if pack.generic == generic for rule in pack.stack_rules)
         self._by_phase = {p.id: p for p in self.phases}
         self._starts = [Compiled(p, regex.compile(p.start)) for p in self.phases]
         self._dones = [Compiled(p, regex.compile(p.done)) for p in self.phases if p.done]

@@ -80,7 +80,7 @@ class Options:
     data: tuple[Path, ...] = ()
     disk: tuple[Path, ...] = (Path("."),)
     timeout: float = 15.0
-    pack_checks: tuple[Any, ...] = ()  # config.PackCheck
+    pack_checks: tuple[Any, ...] = ()  # core.model.PackCheck
 
 
 @dataclass(frozen=True)

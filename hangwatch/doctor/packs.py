@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
 
-from hangwatch.config import PackCheck
+from hangwatch.core.model import PackCheck
 from hangwatch.doctor.model import Check, Context, Outcome, Status
+from hangwatch.errors import ConfigError, ConfigErrors
+from hangwatch.packs.load import builtin_rules_dir, rule_files
+from hangwatch.packs.parse import parse_pack
 
 _VAR = re.compile(r"\$(\w+)|\$\{(\w+)\}")
 
@@ -38,3 +42,25 @@ def _expand(ctx: Context, text: str) -> str:
     if text.startswith("~"):
         text = str(ctx.machine.home) + text[1:]
     return os.path.normpath(text)
+
+
+def load_pack_checks(extra: Iterable[str | Path] = ()) -> list[PackCheck]:
+    """The `checks:` of the built-in packs and of the user's `--rules` files and folders."""
+    checks: list[PackCheck] = []
+    errors: list[ConfigError] = []
+    files = [(p, True) for p in rule_files(builtin_rules_dir())]
+    for path in (Path(p) for p in extra):
+        try:
+            files += [(f, False) for f in rule_files(path)]
+        except ConfigError as exc:
+            errors.append(exc)
+    for file, builtin in files:
+        try:
+            checks += parse_pack(file.read_text(encoding="utf-8"), str(file), builtin)[1]
+        except ConfigErrors as exc:
+            errors.extend(exc.errors)
+        except (OSError, UnicodeDecodeError) as exc:
+            errors.append(ConfigError(f"cannot read: {exc}", file=str(file)))
+    if errors:
+        raise ConfigErrors(errors)
+    return checks

@@ -26,7 +26,7 @@ from prometheus_client.core import (
 from hangwatch import __version__
 from hangwatch.errors import HangwatchError
 from hangwatch.metrics.listen import format_listen
-from hangwatch.metrics.watch import WatchMetrics, WatchSample
+from hangwatch.metrics.per_watch import WatchMetrics, WatchSample
 
 HEALTHY_TURNS = 3  # /healthz fails once a loop has not turned for this many periods
 AlertStats = Callable[[], Iterable[Any]]  # yields hangwatch.alerts.sender.TargetStats

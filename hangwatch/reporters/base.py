@@ -62,3 +62,17 @@ def wait_lines(waits: Sequence[Mapping[str, Any]]) -> list[str]:
     """The lines that kept repeating instead of progress, most frequent first."""
     return [f"`{w['template']}` repeated {w['count']} times in "
             f"{format_duration(w['span_s'])} ({w['why']})" for w in waits]
+
+
+def where_ranks_line(incident: Incident) -> tuple[str, str] | None:
+    """(label, sentence) naming who holds the job up, from its stacks: the first suspect's why,
+    or where the job is stuck as a whole; None without stack groups."""
+    if incident.suspects:
+        why = str(incident.suspects[0].get("why", ""))
+        more = len(incident.suspects) - 1
+        if more:
+            why += f" (+{more} more suspect{'s' if more > 1 else ''})"
+        return "suspect", why
+    if incident.stack_groups and incident.stack_summary:
+        return "stacks", incident.stack_summary
+    return None

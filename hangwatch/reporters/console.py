@@ -28,7 +28,7 @@ from hangwatch.core.durations import format_duration
 from hangwatch.core.events import Event, Incident, Notice, RecoveredEvent, StallEvent
 from hangwatch.escape.terminal import rich_text, safe
 from hangwatch.reporters.advice import more_line, shown_advice
-from hangwatch.reporters.base import View, wait_lines
+from hangwatch.reporters.base import View, wait_lines, where_ranks_line
 from hangwatch.reporters.plain import describe
 from hangwatch.reporters.ranks import COLUMNS, grouped, stall_lines
 
@@ -146,6 +146,10 @@ class ConsoleReporter:
             after = f" (after {state['last_step']})" if state.get("last_step") else ""
             grid.add_row("step", safe(f"{step} [{state['step']}]{after}"))
         grid.add_row("last completed", safe(state.get("last_completed_title") or "none"))
+        if state.get("between"):
+            grid.add_row("between", safe(state["between"]))
+        if state.get("context"):
+            grid.add_row("context", safe(state["context"]))
         idle, limit = state["idle_s"], state["threshold_s"]
         style = "bold red" if state["stalled"] else ("yellow" if idle > limit / 2 else "green")
         label = "finished" if state["finished"] else (
@@ -227,6 +231,8 @@ class ConsoleReporter:
             rows += self._field("idle", f"{format_duration(state.get('idle_s', 0))} (threshold "
                                 f"{format_duration(state.get('threshold_s', 0))})", inner)
             rows += self._field("last completed", state.get("last_completed") or "none", inner)
+            if state.get("between"):
+                rows += self._field("between", state["between"], inner, lines=2)
             rows.append(Text("collecting evidence...", style="bold red"))
             return self._panel(rows)
         stall = incident.stall
@@ -236,15 +242,27 @@ class ConsoleReporter:
                             f"{format_duration(stall.threshold_s)}, {stall.threshold_from})",
                             inner)
         rows += self._field("last completed", stall.last_completed or "none", inner)
+        if stall.between:
+            rows += self._field("between", stall.between, inner, lines=2)
+        if stall.context:
+            rows += self._field("context", stall.context, inner, lines=2)
         for line in stall_lines(dataclasses.asdict(stall))[:3 if tall else 2]:
             style = "bold yellow" if line.startswith("laggard") else ""
             rows += _hang(self.console, Text(""), rich_text(line, style), inner, 2)
+        ranks = where_ranks_line(incident)
+        if ranks:
+            rows += _hang(self.console, Text(f"{ranks[0]:<{LABEL}}", style="bold yellow"),
+                          rich_text(ranks[1], "yellow"), inner, 2)
+        if incident.frames_phase and tall:
+            rows += self._field("frames say", f"{incident.frames_phase} (the log says "
+                                f"{stall.phase or 'no phase'})", inner)
         if stall.waits:
             rows += self._field("repeating", wait_lines([dataclasses.asdict(stall.waits[0])])[0],
                                 inner, lines=2)
         rows += self._field("report", incident.report or "not written (see findings)",
                             inner, lines=2)
-        findings = incident.findings if incident.report else incident.findings[-2:]
+        findings = [f for f in incident.findings if f != incident.stack_summary]
+        findings = findings if incident.report else findings[-2:]
         for finding in findings[:3 if tall else 1]:
             rows += _hang(self.console, Text("- ", style="yellow"),
                           rich_text(finding, "yellow"), inner, 1)

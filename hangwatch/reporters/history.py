@@ -10,8 +10,8 @@ from typing import Any, TextIO
 from hangwatch.core.events import Event, Incident, Notice, PhaseEvent
 from hangwatch.core.history import History
 from hangwatch.errors import HangwatchError
-from hangwatch.files import write_atomic
 from hangwatch.reporters.base import View
+from hangwatch.storage.files import write_atomic
 
 VERSION = 1
 

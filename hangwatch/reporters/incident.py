@@ -8,7 +8,7 @@ feed to a tool.
 
 Files are written to a temporary name and renamed, so a reader never sees half a report; they
 are private to the user (0600 in a 0700 folder) since stacks and environments say a lot, and
-never written through a link planted ahead of them (`hangwatch.files`). Every string passes
+never written through a link planted ahead of them (`hangwatch.storage.files`). Every string passes
 through the redactor on its way out, and text from outside is escaped for each file's format
 (`hangwatch.escape`): it cannot break out of report.md's code blocks and tables, and the text
 files carry no terminal control sequences.
@@ -19,29 +19,35 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import re
+import socket
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from hangwatch.collectors.snapshot import (
+    collection_notes,
+    key_findings,
+)
 from hangwatch.core.durations import format_duration
 from hangwatch.core.events import Advice, StallEvent
 from hangwatch.core.evidence import process_label
+from hangwatch.core.stackgroups import frames_phase
 from hangwatch.escape import jsontext, markdown
 from hangwatch.escape.redact import redact_text, redact_tree
 from hangwatch.escape.terminal import visible, visible_lines
-from hangwatch.files import new_private_dir, open_report_dir, write_private
 from hangwatch.reporters.base import where_text
 from hangwatch.reporters.ranks import COLUMNS, grouped, laggard_name
-from hangwatch.snapshot import (
+from hangwatch.reporters.snapshot_tables import (
     GPU_COLUMNS,
+    GROUP_COLUMNS,
     PROCESS_COLUMNS,
-    collection_notes,
     gpu_rows,
-    key_findings,
+    group_rows,
     process_rows,
     system_lines,
 )
+from hangwatch.storage.files import new_private_dir, open_report_dir, write_private
 
 MD_LOG_LINES = 40  # the report's own excerpt; log-tail.txt has every line given
 MD_TIMELINE_ROWS = 30  # a training loop repeats its phases; report.json keeps them all
@@ -52,8 +58,15 @@ def write_incident(report_dir: Path, *, stall: StallEvent, timeline: Sequence[di
                    snapshot: dict[str, Any] | None, advice: Sequence[Advice]) -> Path:
     """Write the four files into a new folder under `report_dir`; return that folder."""
     snap = snapshot or {}
+    groups = snap.get("stack_groups") or []
     report: dict[str, Any] = redact_tree({
+        "host": socket.gethostname(),  # `hangwatch merge` names each node by it
         "stall": dataclasses.asdict(stall),
+        "frames_phase": frames_phase(stall.phase, groups),
+        "stack_groups": groups,
+        "suspects": snap.get("suspects") or [],
+        "stack_summary": snap.get("stack_summary") or "",
+        "members": snap.get("members") or [],
         "timeline": [dict(entry) for entry in timeline],
         "gpus": snap.get("gpus", []),
         "processes": snap.get("processes", []),
@@ -154,8 +167,15 @@ def render_markdown(report: dict[str, Any], tail: Sequence[str], snapshot_taken:
             f"{markdown.inline(stall.get('threshold_from') or 'default')})",
             f"- **Detected:** {_utc(stall['wall'])}",
             f"- **Last completed phase:** {last}",
+            *([f"- **Between phases:** {markdown.inline(stall['between'])}"]
+              if stall.get("between") else []),
+            *([f"- **Context:** {markdown.code(stall['context'])}"]
+              if stall.get("context") else []),
             *([f"- **Named by:** {markdown.code(stall['marker'])}"] if stall.get("marker")
               else []),
+            *([f"- **The frames say:** {markdown.code(report['frames_phase'])} (the log says "
+               f"{markdown.code(stall.get('phase') or 'no phase')})"]
+              if report.get("frames_phase") else []),
             *([f"- **Usually:** {markdown.inline(stall['usual'])}"] if stall.get("usual")
               else []),
             *(f"- **Repeating:** {markdown.code(w['template'])} repeated {w['count']} times in "
@@ -165,6 +185,8 @@ def render_markdown(report: dict[str, Any], tail: Sequence[str], snapshot_taken:
     out += _section("Key findings", [f"- {markdown.inline(line)}"
                                      for line in report["key_findings"]]
                     or ["- (snapshots disabled)" if not snapshot_taken else "- none"])
+    if report.get("stack_groups"):
+        out += _section("Where the ranks are", where_ranks_md(report))
     out += _section("Advice", _advice_md(report["advice"]) or ["none"])
     signals = stall.get("signals") or []
     if signals:
@@ -190,6 +212,23 @@ def render_markdown(report: dict[str, Any], tail: Sequence[str], snapshot_taken:
     out += _section(f"Log tail (last {min(len(tail), MD_LOG_LINES)} lines)",
                     markdown.fence(tail[-MD_LOG_LINES:]))
     return "\n".join(out).rstrip() + "\n"
+
+
+def where_ranks_md(data: dict[str, Any]) -> list[str]:
+    """The groups' sentence, the groups (where, phase, how many, which ranks, which ranks are
+    elsewhere) and why each suspect is one; `hangwatch merge` writes the same."""
+    lines = [markdown.inline(data.get("stack_summary") or ""), ""] if data.get(
+        "stack_summary") else []
+    lines += _table(GROUP_COLUMNS, [
+        (markdown.code_cell(row[0]), *(markdown.cell(c) for c in row[1:]))
+        for row in group_rows(data)], escaped=True)
+    suspects = data.get("suspects") or []
+    if suspects:
+        lines.append("")
+    for suspect in suspects:
+        node = f"{suspect['node']}: " if suspect.get("node") else ""
+        lines.append(f"- suspect: {markdown.inline(node + str(suspect.get('why', '')))}")
+    return lines
 
 
 def _advice_md(advice: Sequence[dict[str, str]]) -> list[str]:

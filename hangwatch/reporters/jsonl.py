@@ -65,6 +65,8 @@ def incident_dict(incident: Incident) -> dict[str, Any]:
         "last_step": stall.last_step,
         "marker": stall.marker,
         "last_completed": stall.last_completed,
+        "between": stall.between,
+        "context": stall.context,
         "idle_s": round(stall.idle_s, 3),
         "threshold_s": stall.threshold_s,
         "threshold_from": stall.threshold_from,
@@ -78,6 +80,12 @@ def incident_dict(incident: Incident) -> dict[str, Any]:
         "laggards_more": stall.laggards_more,
         "rank_summary": stall.rank_summary,
         "desync": stall.desync,
+        # Where every process stands, from its stack (empty without a snapshot), and the
+        # frames' phase when it differs from the log's.
+        "frames_phase": incident.frames_phase,
+        "stack_groups": list(incident.stack_groups),
+        "suspects": list(incident.suspects),
+        "stack_summary": incident.stack_summary,
         "time": stall.wall,
         **_optional(stall, "step", "laggards"),
     }

@@ -17,7 +17,7 @@ from hangwatch.core.durations import format_duration
 from hangwatch.core.events import Incident
 from hangwatch.escape.redact import redact_argv
 from hangwatch.escape.xml import xml_block, xml_text
-from hangwatch.files import write_atomic
+from hangwatch.storage.files import write_atomic
 
 TAIL_BYTES = 16 * 1024  # the end of the job's log, kept with a failure
 

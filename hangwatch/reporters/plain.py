@@ -22,7 +22,13 @@ from hangwatch.core.events import (
 )
 from hangwatch.escape.terminal import safe
 from hangwatch.reporters.advice import more_line, shown_advice
-from hangwatch.reporters.base import View, advice_groups, wait_lines, where_text
+from hangwatch.reporters.base import (
+    View,
+    advice_groups,
+    wait_lines,
+    where_ranks_line,
+    where_text,
+)
 from hangwatch.reporters.ranks import stall_lines
 
 
@@ -70,15 +76,26 @@ def describe_incident(incident: Incident) -> list[str]:
         f"  phase in progress: {where_text(data)}",
         f"  last completed:    {stall.last_completed or 'none'}",
     ]
+    if stall.between:
+        lines.append(f"  between phases:    {stall.between}")
     if stall.marker:
         lines.append(f"  named by:          {stall.marker}")
+    if stall.context:
+        lines.append(f"  context:           {stall.context}")
     if stall.usual:
         lines.append(f"  usually:           {stall.usual}")
     lines += [f"  repeating:         {line}" for line in wait_lines(data["waits"])[:3]]
     if incident.report:
         lines.append(f"  report:            {incident.report}")
+    if incident.frames_phase:
+        lines.append(f"  the frames say:   {incident.frames_phase} (the log says "
+                     f"{stall.phase or 'no phase'})")
     lines += [f"  {line}" for line in stall_lines(dataclasses.asdict(stall))]
-    lines += [f"  finding: {f}" for f in incident.findings]
+    ranks = where_ranks_line(incident)
+    if ranks:
+        lines.append(f"  {ranks[0] + ':':<19}{ranks[1]}")
+    # The groups' sentence leads the findings: said once, above.
+    lines += [f"  finding: {f}" for f in incident.findings if f != incident.stack_summary]
     advice, more = shown_advice(incident)
     for because, texts in advice_groups(advice):
         lines += [f"  advice: {text}" for text in texts]

@@ -34,12 +34,12 @@ from typing import Any
 
 import regex
 
-from hangwatch.alerts.config import parse_alert_targets
+from hangwatch.alerts.settings import parse_alert_targets
 from hangwatch.alerts.targets import TargetSpec
-from hangwatch.config import YamlMapping, parse_yaml
 from hangwatch.core.durations import parse_duration
 from hangwatch.errors import ConfigError, ConfigErrors
 from hangwatch.metrics.listen import format_listen, parse_listen
+from hangwatch.storage.yamlfile import YamlMapping, parse_yaml
 
 TOP_KEYS = ("state_dir", "metrics", "alerts", "watches")
 WATCH_REQUIRED = ("name", "logs")

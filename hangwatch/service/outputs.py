@@ -25,12 +25,12 @@ from hangwatch.errors import HangwatchError
 from hangwatch.reporters.base import Reporter
 from hangwatch.service.config import MetricsConfig, ServiceConfig
 from hangwatch.service.globs import is_glob
-from hangwatch.service.watch import Outputs, WatchRuntime
+from hangwatch.service.runtime import Outputs, WatchRuntime
 
 if TYPE_CHECKING:
     from hangwatch.alerts.sender import Sender, Undelivered
+    from hangwatch.metrics.per_watch import WatchMetrics
     from hangwatch.metrics.server import MetricsHub, MetricsServer
-    from hangwatch.metrics.watch import WatchMetrics
 
 PERIOD_S = 2.0  # with metrics on, the loop turns at least this often; /healthz allows 3x
 Post = Callable[[Callable[[], None]], None]  # run a function on the loop thread, from any

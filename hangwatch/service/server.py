@@ -22,19 +22,19 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from hangwatch.config import load_rule_set
 from hangwatch.core.clock import Clock, SystemClock
 from hangwatch.core.prefilter import Prefilter
 from hangwatch.core.rules import RuleSet
 from hangwatch.errors import ConfigError, ConfigErrors, ExitStatus
-from hangwatch.notify import DirectoryWatcher
+from hangwatch.packs.load import load_rule_set
 from hangwatch.service.config import ServiceConfig, WatchConfig, load_service_config
 from hangwatch.service.globs import GlobScanner
 from hangwatch.service.outputs import Console, ServiceOutputs
+from hangwatch.service.runtime import WatchRuntime
 from hangwatch.service.sdnotify import Notifier, status_text
 from hangwatch.service.signals import SignalRelay
 from hangwatch.service.state import StateStore, StateWriter
-from hangwatch.service.watch import WatchRuntime
+from hangwatch.sources.notify import DirectoryWatcher
 
 QUEUE_ITEMS = 32  # blocks are up to 1 MiB: back-pressure keeps a catch-up's memory flat
 STATUS_EVERY_S = 5.0
@@ -49,8 +49,7 @@ Rules = dict[str, tuple[RuleSet, Prefilter | None]]
 def load_watch_rules(watches: Sequence[WatchConfig]) -> Rules:
     """Each watch's rules and prefilter; watches naming the same rule files share them (the
     engines stay separate). Raises ConfigErrors listing every watch's rule errors."""
-    from hangwatch.core.prefilter import build_prefilter
-    from hangwatch.prefilter_cache import default_store
+    from hangwatch.session.engines import prefilter_for
 
     built: dict[tuple[Path, ...], tuple[RuleSet, Prefilter | None]] = {}
     errors: list[ConfigError] = []
@@ -65,7 +64,7 @@ def load_watch_rules(watches: Sequence[WatchConfig]) -> Rules:
         except ConfigError as exc:
             errors.append(exc)
             continue
-        built[watch.rules] = (rules, build_prefilter(rules, default_store()))
+        built[watch.rules] = (rules, prefilter_for(rules))
     if errors:
         raise ConfigErrors(errors)
     return {w.name: built[w.rules] for w in watches}

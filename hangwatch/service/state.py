@@ -23,11 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from hangwatch import __version__
-from hangwatch.core.engine import Engine
-from hangwatch.core.events import FinishEvent
-from hangwatch.core.phases import PhaseTracker
-from hangwatch.feed import FilePos
-from hangwatch.files import write_atomic
+from hangwatch.sources.feed import FilePos
+from hangwatch.storage.files import write_atomic
 
 STATE_VERSION = 1
 
@@ -61,37 +58,6 @@ class WatchState:
     episode: Episode | None = None
     saved_wall: float = 0.0
     kept: dict[str, Any] = field(default_factory=dict)  # outputs' own, by output name
-
-
-# --- the engine's part ---------------------------------------------------------------------
-
-def engine_snapshot(engine: Engine) -> dict[str, Any]:
-    now = engine.clock.monotonic()
-    stalled_at = engine.timer.stalled_at
-    return {
-        "tracker": engine.tracker.to_dict(),
-        "lines": dict(engine.lines),
-        "idle_s": engine.idle(),
-        "stalled_s": None if stalled_at is None else max(0.0, now - stalled_at),
-        "finished": asdict(engine.finished) if engine.finished is not None else None,
-    }
-
-
-def restore_engine(engine: Engine, data: dict[str, Any], *, away_s: float,
-                   stalled: bool) -> None:
-    """Put a snapshot back into a fresh engine. `away_s`: seconds since it was taken (the
-    job's idle time went on meanwhile). `stalled`: keep a stall in progress as already fired.
-    Raises KeyError, TypeError or ValueError on malformed data."""
-    tracker = PhaseTracker.from_dict(data["tracker"], engine.rules.phase)
-    lines = {str(k): int(v) for k, v in data["lines"].items()}
-    idle = float(data["idle_s"]) + max(0.0, away_s)
-    finished = FinishEvent(**data["finished"]) if data["finished"] is not None else None
-    now = engine.clock.monotonic()
-    engine.tracker, engine.lines, engine.finished = tracker, lines, finished
-    engine.timer.last_progress = now - idle
-    if stalled and data["stalled_s"] is not None:
-        engine.timer.stalled_at = now - float(data["stalled_s"]) - max(0.0, away_s)
-        engine.stall = engine.diagnosis()
 
 
 # --- the file ------------------------------------------------------------------------------

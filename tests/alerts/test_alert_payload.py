@@ -163,3 +163,38 @@ def test_exec_environment_holds_the_scalars_without_nul():
     assert env["HANGWATCH_EVENT"] == "stall" and env["HANGWATCH_EPISODE"] == "ep1"
     assert env["HANGWATCH_PHASE_TITLE"] == "eviltitle"
     assert "HANGWATCH_ADVICE" not in env  # lists are on stdin only
+
+
+def stacked(event: StallEvent, why: str, rank: int | None = 2) -> Incident:
+    group = {"where": "load_next_batch (train.py)", "frames": [], "pids": [11], "ranks": [rank],
+             "count": 1, "phase": "data_load"}
+    return Incident(event, "/reports/x", (), ("GPU 0 idle",), stack_groups=(group,),
+                    suspects=({"pid": 11, "rank": rank, "where": group["where"],
+                               "phase": "data_load", "why": why},), stack_summary=why)
+
+
+def test_the_suspect_is_an_annotation_and_only_its_rank_a_label():
+    why = "rank 2 is in `load_next_batch (train.py)` while ranks 0,1,3 wait in `all_reduce`"
+    payload = stall_payload(stall(), ORIGIN, "ep1", stacked(stall(), why))
+    assert payload["suspect"] == why and payload["suspect_rank"] == 2
+    body = alertmanager_alerts(payload, now=NOW + 5, valid_s=240)
+    validate_postable(body)
+    [alert] = body
+    assert alert["labels"] == {"alertname": "HangwatchStall", "job": "gkd-7b", "host": "node-3",
+                               "phase": "weight_sync", "suspect_rank": "2"}
+    assert alert["annotations"]["suspect"] == why
+    assert f"suspect: {why}" in alert["annotations"]["description"]
+    assert not any("load_next_batch" in v for v in alert["labels"].values())
+    # The recovery carries the same labels, so the receiver resolves the same alert.
+    recovered = recovered_payload(payload, NOW + 30)
+    [resolved] = alertmanager_alerts(recovered, now=NOW + 31, valid_s=240)
+    assert resolved["labels"] == alert["labels"]
+
+
+def test_a_suspect_without_a_rank_gives_no_label_and_its_secrets_are_redacted():
+    why = ("pid 11 is in `fetch (hf_abcdefghijklmnopqrstuvwxyz0123456789)` while pids 12,13 "
+           "wait in `barrier`")
+    payload = stall_payload(stall(), ORIGIN, "ep1", stacked(stall(), why, rank=None))
+    assert "hf_abcdefghijklmnopqrstuvwxyz0123456789" not in json.dumps(payload)
+    [alert] = alertmanager_alerts(payload, now=NOW, valid_s=240)
+    assert "suspect_rank" not in alert["labels"] and "suspect" in alert["annotations"]

@@ -112,6 +112,31 @@ def test_check_names_the_step_in_progress_and_the_line_that_chose_it(tmp_path: P
     assert "named by:       " in text and "Waiting for rollout weights (timeout=30s)" in text
 
 
+def test_nothing_open_names_the_place_expected_next_in_text_and_json(tmp_path: Path):
+    log = write_log(tmp_path / "ray.log", [
+        'python -c "import ray; ray.init()"',
+        "2025-08-01 19:29:12,771\tINFO worker.py:1843 -- Started a local Ray instance. View "
+        "the dashboard at http://127.0.0.1:8265"], age_s=3600)
+    data = json.loads(check(str(log), "--json")[1])
+    assert (data["phase"], data["last_completed"]) == (None, "ray_init")
+    assert data["between"] == ("after Ray init (ray_init), before Ray workers starting "
+                               "(ray_worker_startup), by the order of pack ray")
+    assert "between:        after Ray init (ray_init)" in check(str(log))[1]
+
+
+def test_a_timeout_after_a_bar_takes_the_bars_loop_as_its_place(tmp_path: Path):
+    log = write_log(tmp_path / "t.log", [
+        "Sampling: 45%|####5     | 9/20 [01:23<01:40]",
+        "[E ProcessGroupNCCL.cpp:616] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=7, OpType=ALLREDUCE) ran for 600004 milliseconds before timing out."])
+    status, text = check(str(log), "--json")
+    data = json.loads(text)
+    assert status == 3
+    assert data["phase"] == "generic:evaluation"
+    assert data["context"].startswith("named by the line before the stop: ")
+    assert "context:        named by the line before the stop" in check(str(log))[1]
+
+
 def test_a_log_of_thousands_of_processes_names_no_laggards_and_says_why_once(tmp_path: Path):
     """Workers restarted all the time: 3,000 pids, each for 20 lines, in a real file."""
     lines = []

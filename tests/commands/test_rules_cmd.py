@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 from hangwatch.cli import main
-from hangwatch.config import builtin_rules_dir, load_pack_text
+from hangwatch.packs.load import builtin_rules_dir, load_pack_text
 
 
 def rules(*args: str) -> tuple[int, str, str]:
@@ -315,7 +315,7 @@ def test_rules_test_with_the_block_matcher_says_what_line_by_line_matching_says(
 
     pytest.importorskip("hyperscan")
     from hangwatch.commands import rules as rules_command
-    from hangwatch.config import load_rule_set
+    from hangwatch.packs.load import load_rule_set
 
     log = _mixed_log(tmp_path / "mixed.log")
     mine = write(tmp_path / "mine.yaml", MY_PACK)
@@ -336,3 +336,37 @@ def test_rules_test_with_the_block_matcher_says_what_line_by_line_matching_says(
     assert explain(summary_only) == ([], summary)
     hits = {h["kind"] for h in summary["hits"]}
     assert {"noise", "progress", "phase-start", "signal"} <= hits
+
+
+# --- stacks: -----------------------------------------------------------------------------------
+
+
+def test_show_lists_the_stacks_rules_with_their_place_and_the_yaml_loads_back(tmp_path: Path):
+    mine = write(tmp_path / "mine.yaml", "pack: mine\nstacks:\n  - id: my_loader\n"
+                                         "    match: '^fetch_shard \\('\n    phase: data_load\n"
+                                         "    label: reading a shard\n")
+    status, text, _ = rules("show", "mine", "--rules", str(mine))
+    assert status == 0
+    assert f"# from mine ({mine}:3)" in text
+    pack = load_pack_text(text, "shown.yaml")
+    assert [(r.id, r.pattern, r.phase, r.label) for r in pack.stack_rules] == [
+        ("my_loader", "^fetch_shard \\(", "data_load", "reading a shard")]
+    _, data, _ = rules("show", "generic", "--json")
+    collective = next(r for r in json.loads(data)["stacks"] if r["id"] == "torch_collective")
+    assert collective["phase"] == "collective" and collective["origin"]["pack"] == "generic"
+    assert collective["origin"]["file"].endswith("generic.yaml")
+    assert collective["origin"]["line"] > 0
+
+
+def test_lint_refuses_a_stacks_pattern_that_hits_every_frame(tmp_path: Path):
+    mine = write(tmp_path / "mine.yaml", "pack: mine\nstacks:\n  - id: any\n"
+                                         "    match: 'x?'\n    label: anything\n")
+    status, out, _ = rules("lint", str(mine))
+    assert status == 2
+    assert f"{mine}:3: rule any: `match` matches an empty frame" in out
+
+
+def test_lint_counts_stacks_rules():
+    status, out, _ = rules("lint", str(builtin_rules_dir() / "generic.yaml"))
+    assert status == 0
+    assert "stacks)" in out

@@ -263,7 +263,7 @@ def test_signal_that_comes_while_the_job_starts_reaches_the_job_once_it_exists(t
     # Handlers go in before the job starts: a Ctrl-C in that window is neither lost nor the
     # end of hangwatch alone (which would leave the job running in its own process group).
     from hangwatch.commands.run import Interrupts
-    from hangwatch.runner import Job
+    from hangwatch.jobs.job import Job
 
     script = write_job(tmp_path, HANDLES_SIGNALS)
     found = signal.getsignal(signal.SIGINT)  # SIG_IGN when started with `cmd &`, in CI

@@ -1,10 +1,10 @@
 from __future__ import annotations
 
-from hangwatch.config import load_pack_text
 from hangwatch.core.clock import FakeClock
 from hangwatch.core.engine import Engine
 from hangwatch.core.events import PhaseEvent, RecoveredEvent, SignalEvent, StallEvent
 from hangwatch.core.rules import RuleSet
+from hangwatch.packs.load import load_pack_text
 
 PACK = """
 pack: t

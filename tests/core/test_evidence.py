@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from hangwatch.config import load_pack_file
 from hangwatch.core.evidence import diagnose, facts, telling_frame
 from hangwatch.core.model import DiagnosisRule, Origin
+from hangwatch.packs.load import load_pack_file
 
 EVIDENCE_PACK = Path(__file__).resolve().parents[2] / "rules" / "evidence.yaml"
 GIB = 2**30

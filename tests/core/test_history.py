@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from hangwatch.config import load_pack_text
 from hangwatch.core.clock import FakeClock
 from hangwatch.core.engine import Engine
 from hangwatch.core.events import SlowEvent, StallEvent
 from hangwatch.core.history import KEPT, SLOW_FLOOR_S, History
 from hangwatch.core.rules import RuleSet
+from hangwatch.packs.load import load_pack_text
 
 PACK = """
 pack: t

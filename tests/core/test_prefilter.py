@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 import regex
 
-from hangwatch.config import load_pack_text, load_rule_set
 from hangwatch.core.clock import FakeClock
 from hangwatch.core.engine import Engine
 from hangwatch.core.events import PhaseEvent, RecoveredEvent, StallEvent
@@ -32,6 +31,7 @@ from hangwatch.core.prefilter import (
 from hangwatch.core.progress import ProgressJudge
 from hangwatch.core.rules import RuleSet
 from hangwatch.core.translate import Untranslatable, line_forms, translate
+from hangwatch.packs.load import load_pack_text, load_rule_set
 
 hyperscan = pytest.importorskip("hyperscan")
 
@@ -184,6 +184,25 @@ def test_generated_log_gives_the_same_events_and_recoveries(builtin, tmp_path):
                                     prefilter=prefilter)
         assert any(isinstance(e, RecoveredEvent) for e in events)
         assert any(isinstance(e, StallEvent) for e in events)
+
+
+CORPUS = sorted((ROOT / "tests" / "corpus").glob("*/*.log"))
+STOPS = b"".join(line + b"\n" for line in [
+    b"Sampling: 45%|####5     | 9/20 [01:23<01:40]", b"rank 3 still busy",
+    b"[E ProcessGroupNCCL.cpp:616] Watchdog caught collective operation timeout: "
+    b"WorkNCCL(SeqNum=7, OpType=ALLREDUCE) ran for 600004 milliseconds before timing out.",
+    b"fetching done", b"step 3/10 loss 1.0", b"step 4/10 loss 1.0",
+    b"Heartbeat monitor timed out! Process will be terminated"] * 40)
+
+
+@pytest.mark.parametrize("block", [100, 4096])
+def test_real_hang_logs_and_stop_lines_give_the_same_places_as_line_by_line(builtin, block):
+    """What came before a stop line and the place expected between phases are read from
+    the same lines whichever way the block is cut (core/before.py, core/order.py)."""
+    rules, prefilter = builtin
+    for log in [*CORPUS, None]:
+        data = STOPS if log is None else log.read_bytes()
+        assert_same_engine(rules, data, block=block, stall_every=2, prefilter=prefilter)
 
 
 # --- blocks: plain lines, noise runs, recoveries -------------------------------------------

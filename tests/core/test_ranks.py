@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from hangwatch.config import load_pack_text, load_rule_set
 from hangwatch.core.clock import FakeClock
 from hangwatch.core.engine import Engine
 from hangwatch.core.prefilter import build_prefilter
 from hangwatch.core.ranks import rank_from_path, span
 from hangwatch.core.rules import RuleSet
 from hangwatch.errors import ConfigErrors
+from hangwatch.packs.load import load_pack_text, load_rule_set
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ranks"
 

@@ -1,8 +1,8 @@
 import regex
 
-from hangwatch.config import load_pack_text
 from hangwatch.core import rules as rules_module
 from hangwatch.core.rules import RuleSet
+from hangwatch.packs.load import load_pack_text
 
 PACK = """
 pack: t

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from hangwatch.config import load_pack_text, load_rule_set
 from hangwatch.core.clock import FakeClock
 from hangwatch.core.engine import Engine
 from hangwatch.core.events import PhaseEvent, StallEvent
 from hangwatch.core.rules import RuleSet
 from hangwatch.errors import ConfigErrors
+from hangwatch.packs.load import load_pack_text, load_rule_set
 
 PACK = r"""
 pack: t

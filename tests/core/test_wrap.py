@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hangwatch.config import load_rule_set
 from hangwatch.core.clock import FakeClock
 from hangwatch.core.engine import Engine
 from hangwatch.core.events import PhaseEvent
 from hangwatch.core.prefilter import build_prefilter
 from hangwatch.core.wrap import Unwrapper, physical
+from hangwatch.packs.load import load_rule_set
 
 RECORDS = [
     "2024-05-02 10:00:01 INFO starting the job on 8 nodes",

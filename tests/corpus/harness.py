@@ -3,14 +3,22 @@
 `index.yaml` lists each excerpt with its source thread, the framework that printed it, the
 built-in pack for that framework (or null) and what the thread says hung: the phases and
 signals any one of which counts as a right answer, or `healthy`. Each excerpt is read the way
-`hangwatch check` reads a log (the engine `make_engine` builds, `read_log`, `result`), once
-with every built-in pack and once with the framework's own pack left out (that pack and every
-pack extending it), which measures what the rest, the generic layer included, make of a
-framework nobody wrote a pack for.
+`hangwatch check` reads a log (the engine `build_engine` builds, `read_log`, `result`), once
+with every built-in pack and once leaving its framework out: the framework's own pack (and
+every pack extending it) and every other rule `written_for.yaml` records as written because of
+that framework's excerpts. That measures what the rest, the generic layer included, make of a
+framework nobody wrote rules for. Where no record says which rules a framework's excerpts
+brought (most of the generic layer was written with the whole corpus in view), only its pack
+is left out, and `measure` says so.
+
+`first_sight`, where an entry has it, is what hangwatch said of the excerpt before any rule was
+written for it (`right` or `wrong`): kept beside today's result, it is the figure closest to a
+log nobody has seen.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -20,13 +28,13 @@ from typing import Any
 import yaml
 
 from hangwatch.commands.check import read_log, result
-from hangwatch.config import load_builtin_packs
 from hangwatch.core.clock import SystemClock
 from hangwatch.core.engine import Engine
 from hangwatch.core.model import RulePack
 from hangwatch.core.prefilter import Prefilter, build_prefilter
 from hangwatch.core.rules import RuleSet
-from hangwatch.prefilter_cache import default_store
+from hangwatch.packs.load import load_builtin_packs
+from hangwatch.storage.cache import default_store
 
 CORPUS = Path(__file__).resolve().parent
 INDEX = CORPUS / "index.yaml"
@@ -41,7 +49,10 @@ GENERIC_PHASES = frozenset(f"generic:{p}" for p in (
 GENERIC_SIGNALS = frozenset(f"generic:{s}" for s in (
     "stall_warning", "timeout", "watchdog", "oom", "connection_error", "address_in_use",
     "missing_peer"))
-ENTRY_KEYS = {"file", "source", "framework", "pack", "expect", "note"}
+ENTRY_KEYS = {"file", "source", "framework", "pack", "expect", "note", "first_sight"}
+OPTIONAL_KEYS = {"note", "first_sight"}
+FIRST_SIGHT = ("right", "wrong")
+WRITTEN_FOR = CORPUS / "written_for.yaml"
 STALL_S = 600.0
 NO_PACK = "(frameworks without a pack)"
 
@@ -56,6 +67,7 @@ class Entry:
     signals: frozenset[str] = frozenset()
     healthy: bool = False
     note: str = ""
+    first_sight: bool | None = None  # right before any rule was written for it; None: unknown
 
     @property
     def path(self) -> Path:
@@ -70,9 +82,10 @@ class Outcome:
     step: str | None
     signals: tuple[str, ...]
     verdict: str
+    between: str = ""
 
     def reported(self) -> str:
-        where = self.phase or "no phase"
+        where = self.phase or (f"no phase, {self.between}" if self.between else "no phase")
         if self.step:
             where += f" / step {self.step}"
         return f"{where}; signals: {', '.join(self.signals) or 'none'}; {self.verdict}"
@@ -85,6 +98,9 @@ class Tally:
     leave_one_out: int = 0
     healthy: int = 0
     healthy_right: int = 0
+    first_seen: int = 0  # hangs whose first-sight result is known
+    first_right: int = 0
+    left_out: str = ""  # what leaving the framework out drops (see `leaving_out`)
     wrong: list[tuple[str, Outcome]] = field(default_factory=list)
 
 
@@ -98,9 +114,11 @@ def parse_entry(raw: dict[str, Any]) -> Entry:
     phases = signals = frozenset[str]()
     if isinstance(expect, dict):
         phases, signals = _ids(expect.get("phases")), _ids(expect.get("signals"))
+    first = raw.get("first_sight")
     return Entry(file=str(raw.get("file", "")), source=str(raw.get("source", "")),
                  framework=str(raw.get("framework", "")), pack=raw.get("pack"), phases=phases,
-                 signals=signals, healthy=healthy, note=str(raw.get("note", "")))
+                 signals=signals, healthy=healthy, note=str(raw.get("note", "")),
+                 first_sight=None if first is None else first == "right")
 
 
 def load_index(path: Path = INDEX) -> list[Entry]:
@@ -141,12 +159,50 @@ def rule_set(left_out: str | None = None) -> RuleSet:
 
 
 @functools.cache
+def written_for() -> dict[str, dict[str, frozenset[str]]]:
+    """framework -> pack -> ids of the rules written because of that framework's excerpts."""
+    data = yaml.safe_load(WRITTEN_FOR.read_text(encoding="utf-8")) or {}
+    return {str(fw): {str(pack): frozenset(str(i) for i in ids) for pack, ids in by.items()}
+            for fw, by in data.items()}
+
+
+def leaving_out(framework: str, pack: str | None) -> str:
+    """What leaving `framework` out drops, in words for the figures."""
+    parts = [f"pack {pack}"] if pack else []
+    record = written_for().get(framework, {})
+    parts += [f"{len(ids)} rule(s) of {p}" for p, ids in sorted(record.items())]
+    return " + ".join(parts) if parts else "nothing (no record)"
+
+
+@functools.cache
+def without_framework(framework: str, pack: str | None) -> RuleSet:
+    """Every built-in pack less the framework's own (and its extenders), and less the rules
+    `written_for.yaml` records as written because of that framework."""
+    packs = builtin_packs()
+    dropped = extenders(pack, packs) if pack else set()
+    record = written_for().get(framework, {})
+    kept = []
+    for p in packs:
+        if p.name in dropped:
+            continue
+        ids = record.get(p.name)
+        if ids:
+            p = dataclasses.replace(
+                p, phases=tuple(r for r in p.phases if r.id not in ids),
+                signals=tuple(r for r in p.signals if r.id not in ids),
+                progress=tuple(r for r in p.progress if r.id not in ids),
+                noise=tuple(r for r in p.noise if r.id not in ids))
+        kept.append(p)
+    return RuleSet(kept)
+
+
+@functools.cache
 def _prefilter(rules: RuleSet) -> Prefilter | None:
     return build_prefilter(rules, default_store())
 
 
 def engine_for(rules: RuleSet) -> Engine:
-    """The engine `make_engine` builds for `hangwatch check`, its prefilter built once per
+    """The engine `build_engine` builds for `hangwatch check`, its prefilter built once per
     rule set rather than once per excerpt."""
     return Engine(rules, default_stall=STALL_S, clock=SystemClock(), prefilter=_prefilter(rules))
 
@@ -162,7 +218,9 @@ def problems(raw: dict[str, Any]) -> list[str]:
     """What is wrong with one index entry, as messages naming it."""
     name = raw.get("file", "?")
     out = [f"{name}: unknown key {k!r}" for k in raw if k not in ENTRY_KEYS]
-    out += [f"{name}: missing {k}" for k in sorted(ENTRY_KEYS - {"note"}) if k not in raw]
+    out += [f"{name}: missing {k}" for k in sorted(ENTRY_KEYS - OPTIONAL_KEYS) if k not in raw]
+    if "first_sight" in raw and raw["first_sight"] not in FIRST_SIGHT:
+        out.append(f"{name}: first_sight is `right` or `wrong`")
     if not (CORPUS / str(name)).is_file():
         out.append(f"{name}: no such excerpt")
     if not str(raw.get("source", "")).startswith("https://"):
@@ -207,19 +265,24 @@ def judge(entry: Entry, rules: RuleSet) -> Outcome:
         errors = any(s["severity"] == "error" for s in state["signals"])
         right = data["verdict"] != "stalled" and not errors
     else:
+        # Nothing open: the place expected next (core/order.py) names where it hangs.
+        between = engine.between()
+        nexts = {qualified(r.id, rules) for r in between.before} if between else set()
         right = (phase in entry.phases or step in entry.phases
-                 or any(s in entry.signals for s in signals))
-    return Outcome(entry, right, phase, step, signals, data["verdict"])
+                 or any(s in entry.signals for s in signals) or bool(nexts & entry.phases))
+    return Outcome(entry, right, phase, step, signals, data["verdict"], data["between"])
 
 
 def measure(entries: Iterable[Entry]) -> dict[str, Tally]:
     """Per framework, for the frameworks without a pack together (NO_PACK) and overall
-    ("all"): hangs right with packs on and left out, and healthy excerpts right."""
+    ("all"): hangs right with packs on and with the framework left out, first-sight results
+    where known, and healthy excerpts right."""
     tallies: dict[str, Tally] = {}
     for entry in entries:
         keys = (entry.framework, "all") + ((NO_PACK,) if entry.pack is None else ())
         for key in keys:
             tallies.setdefault(key, Tally())
+        tallies[entry.framework].left_out = leaving_out(entry.framework, entry.pack)
         on = judge(entry, rule_set())
         if entry.healthy:
             for key in keys:
@@ -228,14 +291,18 @@ def measure(entries: Iterable[Entry]) -> dict[str, Tally]:
                 if not on.right:
                     tallies[key].wrong.append(("healthy", on))
             continue
-        out = judge(entry, rule_set(entry.pack)) if entry.pack else on
+        drops = entry.pack is not None or entry.framework in written_for()
+        out = judge(entry, without_framework(entry.framework, entry.pack)) if drops else on
         for key in keys:
             tally = tallies[key]
             tally.n += 1
             tally.packs_on += on.right
             tally.leave_one_out += out.right
+            if entry.first_sight is not None:
+                tally.first_seen += 1
+                tally.first_right += entry.first_sight
             tally.wrong += [(label, o) for label, o in (("packs on", on), ("left out", out))
-                            if not o.right and (label == "packs on" or entry.pack)]
+                            if not o.right and (label == "packs on" or drops)]
     return tallies
 
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from hangwatch.config import load_pack_checks, load_pack_text
 from hangwatch.doctor import packs
+from hangwatch.doctor.packs import load_pack_checks
 from hangwatch.errors import ConfigErrors
+from hangwatch.packs.load import load_pack_text
 from tests.fakes.doctor import by_id, context
 
 PACK = """pack: mine

@@ -19,6 +19,6 @@ def test_demo_catches_the_hang_in_the_weight_sync_step_and_exits_0(tmp_path: Pat
     assert ("phase in progress: Weight sync (NCCL) [weight_sync], step: Waiting for rollout "
             "weights [sync_rollout_weights]") in out
     assert "last completed:    rollout_init" in out
-    assert "wait_for_rollout_weights (hangwatch/demo_job.py" in out  # the blocked frame
+    assert "wait_for_rollout_weights (hangwatch/jobs/demo_job.py" in out  # the blocked frame
     [report] = (tmp_path / "reports").iterdir()
     assert (report / "report.md").is_file()

@@ -105,6 +105,9 @@ def hangwatch_run(tmp_path: Path, job: str, *job_args: str, stall: str = "3s",
 
 
 # --- PyTorch distributed on CPU (gloo) ------------------------------------------------------
+# Three gloo ranks meeting on a loaded 2-core machine can take longer than the stall these
+# tests wait for: the process group's set-up gets a threshold of its own (--phase-stall).
+SLOW_START_OK = ("--phase-stall", "dist_init=60s")
 
 
 def test_ddp_rank_skipping_all_reduce_fails_fast_with_the_blocked_ranks_stack(tmp_path):
@@ -149,10 +152,22 @@ def test_rank_that_never_joins_stalls_in_distributed_init(tmp_path):
 # --- which rank holds the job up ------------------------------------------------------------
 
 
+# A pack's own `stacks:` rule names the job's loader (tried before the generic layer's).
+LOADER_PACK = """\
+pack: ranks-job
+stacks:
+  - id: ranks_job_loader
+    match: '^load_batch \\(ranks_data_stall\\.py\\)'
+    phase: data_load
+    label: data loading
+"""
+
+
 def test_rank_stuck_in_data_loading_is_named_with_its_stack(tmp_path):
     pytest.importorskip("torch")
+    (tmp_path / "pack.yaml").write_text(LOADER_PACK)
     run = hangwatch_run(tmp_path, "ranks_data_stall.py", "--stall-at", "9", stall="8s",
-                        timeout=90)
+                        options=("--rules", "pack.yaml", *SLOW_START_OK), timeout=90)
     assert run.status == 3, run.stderr
     stall = run.report()["stall"]
     assert [(lag["rank"], lag["counter"]) for lag in stall["laggards"]] == [(2, 8)]
@@ -167,12 +182,45 @@ def test_rank_stuck_in_data_loading_is_named_with_its_stack(tmp_path):
     markdown = next((tmp_path / "hangwatch-reports").glob("*/report.md")).read_text()
     section = markdown.split("### `rank 2", 1)[1].split("\n## ", 1)[0]
     assert "load_batch" in section
+    # Its stack stands apart from the others': rank 2 is the one suspect, in data loading,
+    # while ranks 0,1 wait in all_reduce; the frames' place is shown beside the log's.
+    report = run.report()
+    [suspect] = report["suspects"]
+    assert (suspect["rank"], suspect["phase"]) == (2, "data_load"), report["stack_summary"]
+    assert suspect["where"] == "load_batch (ranks_data_stall.py)"
+    assert suspect["why"].startswith("rank 2 is in `load_batch` (data loading) while ranks "
+                                     "0,1 wait in `all_reduce` (collective)")
+    majority = report["stack_groups"][0]
+    assert (majority["ranks"], majority["phase"]) == ([0, 1], "collective")
+    assert report["frames_phase"] == "collective" and report["stall"]["phase"] == "train_loop"
+    where = markdown.split("## Where the ranks are", 1)[1].split("\n## ", 1)[0]
+    assert "| `all_reduce (torch/distributed/distributed_c10d.py)` | collective | 2 | 0,1 | 2 |" \
+        in where
+    assert "- suspect: rank 2 is in \\`load_batch\\` (data loading)" in where
+    assert "suspect:           rank 2 is in `load_batch`" in run.stderr  # the plain output
+
+
+def test_ranks_all_waiting_for_a_missing_rank_have_no_suspect(tmp_path):
+    pytest.importorskip("torch")
+    run = hangwatch_run(tmp_path, "ranks_data_stall.py", "--world", "3", "--skip-rank", "2",
+                        stall="4s", timeout=60)
+    assert run.status == 3, run.stderr
+    run.stacks()
+    report = run.report()
+    assert report["suspects"] == []
+    assert report["stack_summary"].startswith("ranks 0,1 stuck as a whole in "), report
+    [ranks] = [g for g in report["stack_groups"] if g["ranks"] == [0, 1]]
+    assert ranks["phase"] == "distributed_init"
+    assert "## Where the ranks are" in next(
+        (tmp_path / "hangwatch-reports").glob("*/report.md")).read_text()
+    assert run.leftovers() == []
 
 
 def test_ranks_all_waiting_at_one_step_are_stuck_as_a_whole(tmp_path):
     pytest.importorskip("torch")
     run = hangwatch_run(tmp_path, "ranks_data_stall.py", "--stall-at", "6", "--slow-rank",
-                        "all", stall="8s", options=("--no-snapshot",), timeout=90)
+                        "all", stall="8s", options=("--no-snapshot", *SLOW_START_OK),
+                        timeout=90)
     assert run.status == 3, run.stderr
     stall = run.report()["stall"]
     assert stall["laggards"] == []
@@ -181,7 +229,8 @@ def test_ranks_all_waiting_at_one_step_are_stuck_as_a_whole(tmp_path):
     assert run.leftovers() == []
 
 
-def watch_rank_files(tmp_path: Path, jobs, *job_args: str) -> dict[str, Any]:
+def watch_rank_files(tmp_path: Path, jobs, *job_args: str,
+                     options: tuple[str, ...] = ()) -> dict[str, Any]:
     """Start the job writing rank0.log..rank2.log, watch the three files with `hangwatch
     LOG...`, return its stall event (JSON Lines)."""
     logs = tmp_path / "logs"
@@ -194,7 +243,7 @@ def watch_rank_files(tmp_path: Path, jobs, *job_args: str) -> dict[str, Any]:
                                                               os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run(
         [sys.executable, "-m", "hangwatch", *(str(logs / f"rank{r}.log") for r in range(3)),
-         "--stall", "8s", "--exit-on-stall", "--json", "--no-snapshot",
+         "--stall", "8s", *options, "--exit-on-stall", "--json", "--no-snapshot",
          "--report-dir", str(tmp_path / "reports")],
         capture_output=True, text=True, timeout=90, env=child_env, cwd=tmp_path)
     assert done.returncode == 3, done.stderr
@@ -205,7 +254,7 @@ def watch_rank_files(tmp_path: Path, jobs, *job_args: str) -> dict[str, Any]:
 
 def test_separate_rank_logs_name_the_rank_behind(tmp_path, jobs):
     pytest.importorskip("torch")
-    stall = watch_rank_files(tmp_path, jobs, "--stall-at", "9")
+    stall = watch_rank_files(tmp_path, jobs, "--stall-at", "9", options=SLOW_START_OK)
     [lag] = stall["laggards"]
     assert (lag["rank"], lag["counter"], Path(lag["source"]).name) == (2, 8, "rank2.log")
     assert stall["rank_summary"].startswith("held up by rank 2: at step 8 while ranks 0,1")

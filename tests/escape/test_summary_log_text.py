@@ -46,7 +46,9 @@ def hostile_stall() -> StallEvent:
         advice=(*signal.advice, Advice("Look at the stacks.", f"stack=x ({log(8)})")),
         signals=(signal,), waits=(Wait(log(9), "time only", 40, 30.0, log(10)),),
         marker=f"job.log:3: {log(11)}", laggards=(laggard,), ranks=rows,
-        rank_summary=f"held up by rank x: {log(12)}", desync=f"ranks wait in {log(13)}")
+        rank_summary=f"held up by rank x: {log(12)}", desync=f"ranks wait in {log(13)}",
+        context=f"named by the line before the stop: a progress line, 1 line(s) before: "
+                f"{log(15)}")
 
 
 def walk(tokens: list[Token]) -> Iterator[Token]:
@@ -73,10 +75,10 @@ def test_every_piece_of_log_text_in_the_summary_is_code(tmp_path):
     folder = write_incident(tmp_path, stall=stall, timeline=[], log_tail=[log(14)],
                             sources=["job.log"], snapshot=None, advice=stall.advice)
     text = summary(Incident(stall, str(folder), stall.advice))
-    seen = {n for n in range(1, 15) if f"LOG{n}" in text}
+    seen = {n for n in range(1, 16) if f"LOG{n}" in text}
     # Every field that reaches the summary is there (the wait's last line and a rank's last
     # line are not shown), and none of them outside code.
-    assert seen == set(range(1, 15)) - {6, 7, 10}
+    assert seen == set(range(1, 16)) - {6, 7, 10}
     assert leaks(text) == []
 
 

@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from hangwatch.config import load_rule_set
 from hangwatch.core.clock import SystemClock
 from hangwatch.core.engine import Engine
-from hangwatch.daemon import Session, SessionOptions
-from hangwatch.feed import Block
 from hangwatch.metrics.listen import parse_listen
 from hangwatch.metrics.server import NAMES, MetricsHub, MetricsServer
+from hangwatch.packs.load import load_rule_set
+from hangwatch.session.session import Session, SessionOptions
+from hangwatch.sources.feed import Block
 from tests.fakes.hangwatch_proc import Hangwatch
 from tests.fakes.receiver import Receiver, free_port
 

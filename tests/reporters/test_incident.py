@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from hangwatch import files
 from hangwatch.collectors.gpu import NVML_MODULE_ENV
+from hangwatch.collectors.snapshot import SnapshotOptions, take_snapshot
 from hangwatch.core.events import Advice, SignalEvent, StallEvent
 from hangwatch.reporters.incident import write_incident
-from hangwatch.snapshot import SnapshotOptions, take_snapshot
+from hangwatch.storage import files
 from tests.fakes.jobs import Jobs
 
 WALL = 1_767_225_600.0  # 2026-01-01 00:00:00 UTC

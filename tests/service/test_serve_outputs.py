@@ -199,15 +199,23 @@ def test_the_manifest_config_serves_healthz_for_the_probes(tmp_path, serving):
     doc["metrics"] = f"127.0.0.1:{port}"  # tests bind loopback only
     doc["state_dir"] = str(tmp_path / "state")
     for w in doc["watches"]:
-        w["logs"] = [str(tmp_path / "logs" / Path(p).name) for p in w["logs"]]
+        w["logs"] = [str(tmp_path / p.lstrip("/")) for p in w["logs"]]
         w["report_dir"] = str(tmp_path / "reports")
-    (tmp_path / "logs").mkdir()
-    (tmp_path / "logs" / "rank0.log").write_text("step 1\n")
+    # Where `torchrun --log-dir /logs` writes rank 0's output: the manifest's globs find it.
+    rank0 = tmp_path / "logs" / "gkd_7b_x1" / "attempt_0" / "0"
+    rank0.mkdir(parents=True)
+    (rank0 / "stdout.log").write_text("step 1\n")
+    (rank0 / "stderr.log").write_text("")
     (tmp_path / "hangwatch.yaml").write_text(yaml.safe_dump(doc))
     serve = serving(tmp_path, ["--config", str(tmp_path / "hangwatch.yaml")])
     wait_until(lambda: _answers(port), what="the metrics endpoint")
     assert get(f"http://127.0.0.1:{port}/healthz") == (200, "ok\n")
-    assert value(scrape(port), "hangwatch_stalled", watch=doc["watches"][0]["name"]) == 0
+    name = doc["watches"][0]["name"]
+    assert value(scrape(port), "hangwatch_stalled", watch=name) == 0
+    stdout_log = str(rank0 / "stdout.log")
+    wait_until(lambda: scrape(port).get(
+        ("hangwatch_lines_total", (("log", stdout_log), ("watch", name)))) == 1,
+               what="rank 0's stdout.log read through the manifest's globs")
     serve.kill()
 
 

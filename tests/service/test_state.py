@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 
-from hangwatch.config import load_rule_set
 from hangwatch.core.clock import FakeClock
 from hangwatch.core.engine import Engine
 from hangwatch.core.phases import PhaseTracker
-from hangwatch.feed import FilePos
+from hangwatch.packs.load import load_rule_set
 from hangwatch.service.state import (
     Episode,
     StateStore,
@@ -17,9 +16,8 @@ from hangwatch.service.state import (
     WatchState,
     decode,
     encode,
-    engine_snapshot,
-    restore_engine,
 )
+from hangwatch.sources.feed import FilePos
 
 LINES = (b"[ACTOR] init_model START\n[ACTOR] init_model DONE\n"
          b"[ROLLOUT] init_model START\n[SYNC] Starting weight synchronization\n")
@@ -74,10 +72,10 @@ def test_engine_phases_lines_and_idle_time_come_back_after_time_away():
     before = engine(clock)
     before.feed_block("rank0.log", LINES)
     clock.advance(30)
-    snapshot = json.loads(json.dumps(engine_snapshot(before)))  # through the file format
+    snapshot = json.loads(json.dumps(before.snapshot()))  # through the file format
 
     after = engine(FakeClock(start=1000.0))
-    restore_engine(after, snapshot, away_s=20, stalled=True)
+    after.restore(snapshot, away_s=20, stalled=True)
     assert after.state()["phase"] == "weight_sync"
     assert after.state()["last_completed"] == "actor_init"
     assert after.lines == {"rank0.log": 4}
@@ -92,10 +90,10 @@ def test_a_stall_in_progress_stays_fired_and_ends_with_recovered():
     before.feed_block("rank0.log", LINES)
     clock.advance(61)
     assert before.tick()
-    snapshot = engine_snapshot(before)
+    snapshot = before.snapshot()
 
     after = engine(FakeClock(start=500.0))
-    restore_engine(after, snapshot, away_s=5, stalled=True)
+    after.restore(snapshot, away_s=5, stalled=True)
     assert after.tick() == [] and after.state()["stalled"]
     [recovered] = after.feed_block("rank0.log", b"[SYNC] Weight synchronization done\n")[-1:]
     assert recovered.phase == "weight_sync" and recovered.stalled_s >= 5

@@ -8,13 +8,13 @@ import queue
 import time
 from pathlib import Path
 
-from hangwatch.config import load_rule_set
 from hangwatch.core.clock import SystemClock
 from hangwatch.core.events import BlindEvent, ReadableEvent, StallEvent
+from hangwatch.packs.load import load_rule_set
 from hangwatch.service.config import WatchConfig
 from hangwatch.service.globs import GlobMatches, GlobScanner
+from hangwatch.service.runtime import Outputs, WatchRuntime
 from hangwatch.service.state import decode
-from hangwatch.service.watch import Outputs, WatchRuntime
 
 PACK = "pack: t\nphases:\n  - id: load\n    start: 'LOAD START'\n    done: 'LOAD DONE'\n"
 

@@ -1,0 +1,112 @@
+"""What came before a stop line: the place a timeout, abort or watchdog belongs to.
+
+A collective timeout, a heartbeat monitor's abort or a barrier timeout names no place, yet
+the lines just before it usually do: a validation bar, a save, step N, a tokenisation bar.
+`place_before` reads those lines, newest first, and returns the newest that names a phase
+(a rule's START), or a progress bar or counter (with the newest phase line behind it, when
+there is one in the window). Pure: the engine hands it the lines it kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import regex
+
+from hangwatch.core.model import PhaseRule
+from hangwatch.core.timestamps import parse_stamp
+
+BEFORE_LINES = 60  # how far back a stop line looks for its place
+# A collective timeout fires its timeout (10 to 60 minutes) after the last step: a window in
+# seconds, where both lines carry a time, only keeps out what belongs to an earlier run.
+BEFORE_S = 2 * 3600.0
+TEXT_CHARS = 160
+
+# A line that stops the job, or says it is about to: its place is in the lines before it.
+STOP = regex.compile(
+    r"(?i)\btime ?out\b|\btimed out\b|\w*Timeout(?:Error|Exception)?\b|\bdeadline exceeded\b"
+    r"|\bwatchdog\b|\bheartbeat\b|\babort(?:ed|ing|s)?\b|\bSIGABRT\b|\bstall(?:ed|ing)?\b"
+    r"|\bstuck\b")
+# A progress bar or a counter: where a loop was, even when no rule names the loop.
+COUNTER = regex.compile(
+    r"\d{1,3}%\s*\||\|\s*\d+/\d+\s*\[|\b\d+\s*/\s*\d+\b"
+    r"|(?i:\b(?:epoch|step|iter(?:ation)?|batch)\s*[:=#]?\s*\[?\d+)")
+
+
+# What a bar's or counter's own words say it counts, by the generic layer's phase ids: a
+# stop line after `Tokenizing: 45%|` or `Validation 3/50` belongs to that loop even where no
+# rule names the framework's words for it. The first that matches wins.
+BAR_WORDS: tuple[tuple[str, regex.Pattern[str]], ...] = tuple(
+    (phase, regex.compile(words, regex.IGNORECASE)) for phase, words in (
+        ("evaluation", r"\b(?:eval\w*|valid\w*|val|test(?:ing)?|predict\w*|infer\w*"
+                       r"|generat\w*|sampl\w*|rollout\w*)\b"),
+        ("checkpoint_save", r"\b(?:sav(?:e|ing)|writ(?:e|ing)|upload\w*|export\w*)\b"),
+        ("model_load", r"\b(?:load\w*|restor\w*)\b[^\n|]*\b(?:model|weights?|shards?"
+                       r"|checkpoint\w*|state)\b"),
+        ("data_load", r"\b(?:token\w*|preprocess\w*|map|filter\w*|download\w*|data\w*"
+                      r"|shuffl\w*|packing|pack\w* sequences|process\w* (?:dataset|data|split)"
+                      r"|read\w*|load\w*)\b"),
+        ("train_loop", r"\b(?:train\w*|epoch\w*|step\w*|iter\w*|batch\w*|fit\w*)\b"),
+    ))
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a stop line belongs: `phase` (a rule) and/or a progress bar or counter, at
+    `back` lines before it."""
+
+    phase: PhaseRule | None
+    text: str
+    back: int
+    counter: str = ""  # the bar or counter line, when that came after the phase line
+    by_start: bool = False  # `phase` is a rule's START the engine has read already
+
+    def describe(self) -> str:
+        where = f"{self.phase.title} ({self.phase.id})" if self.phase else "a progress line"
+        shown = self.counter or self.text
+        return f"{where}, {self.back} line(s) before: {shown[:TEXT_CHARS]}"
+
+
+def is_stop(text: str) -> bool:
+    return STOP.search(text) is not None
+
+
+def place_before(lines: Sequence[str], stop: str,
+                 starts: Callable[[str], Sequence[PhaseRule]],
+                 generic: Callable[[str], PhaseRule | None] = lambda _id: None) -> Place | None:
+    """The newest place in `lines` (oldest first, the stop line not among them) within
+    BEFORE_LINES and BEFORE_S of `stop`. `starts` gives the phase rules a line STARTs;
+    `generic` the generic layer's phase by its id, for what a bar's own words name."""
+    stop_stamp = parse_stamp(stop)
+    counter: tuple[str, int] | None = None
+    for back, text in enumerate(reversed(lines[-BEFORE_LINES:]), start=1):
+        if _too_old(text, stop_stamp):
+            break
+        if is_stop(text):
+            continue  # the same spew from other ranks, or its traceback
+        rules = starts(text)
+        if rules:
+            found = counter or (text, back)
+            return Place(rules[0], text.strip(), found[1],
+                         counter[0].strip() if counter else "", by_start=True)
+        if counter is None and COUNTER.search(text):
+            counter = (text, back)
+    if counter is not None:
+        return Place(_counted(counter[0], generic), counter[0].strip(), counter[1])
+    return None
+
+
+def _counted(text: str, generic: Callable[[str], PhaseRule | None]) -> PhaseRule | None:
+    """The loop a bar or counter counts, by its own words."""
+    for phase_id, words in BAR_WORDS:
+        if words.search(text):
+            return generic(phase_id)
+    return None
+
+
+def _too_old(text: str, stop_stamp: float | None) -> bool:
+    if stop_stamp is None:
+        return False
+    stamp = parse_stamp(text)
+    return stamp is not None and stop_stamp - stamp > BEFORE_S

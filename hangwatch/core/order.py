@@ -1,0 +1,80 @@
+"""Between phases: when nothing is open, the place expected next.
+
+A job that completed a phase (Ray started; the engine finished loading) and opened nothing
+after it hangs in what comes next. A pack's phases are declared in the order its framework
+runs them; past a pack's last phase, or for the generic layer's phases, the usual order of a
+training job says what follows: resources, data, model, distributed init, engine, the
+training loop, evaluation or a checkpoint, shutdown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import regex
+
+from hangwatch.core.model import PhaseRule
+
+# The usual order of a training job, by the generic layer's phase ids; a stage may hold
+# several places, any of which comes next.
+_STAGES = (("resource_wait",), ("data_load",), ("model_load",), ("distributed_init",),
+           ("build",), ("train_loop",), ("evaluation", "checkpoint_save"), ("shutdown",))
+GENERIC_ORDER = tuple(tuple(f"generic:{i}" for i in stage) for stage in _STAGES)
+USUAL = "the usual order of a training job"
+
+
+class Rules(Protocol):
+    """What `expected_next` needs of a RuleSet."""
+
+    phases: tuple[PhaseRule, ...]
+
+    def start_pattern(self, phase: PhaseRule) -> regex.Pattern[str]: ...
+
+
+@dataclass(frozen=True)
+class Between:
+    after: PhaseRule
+    before: tuple[PhaseRule, ...]
+    by: str  # the order it comes from
+
+    def text(self) -> str:
+        nexts = " or ".join(f"{r.title} ({r.id})" for r in self.before)
+        return f"after {self.after.title} ({self.after.id}), before {nexts}, by {self.by}"
+
+
+def expected_next(last: PhaseRule | None, rules: Rules) -> Between | None:
+    """After `last` (the phase completed last), the phase or phases expected next."""
+    if last is None:
+        return None
+    if not last.origin.generic:
+        declared = [p for p in rules.phases if p.origin.pack == last.origin.pack
+                    and p.parent is None]
+        ids = [p.id for p in declared]
+        if last.id in ids and ids.index(last.id) + 1 < len(ids):
+            return Between(last, (declared[ids.index(last.id) + 1],),
+                           f"the order of pack {last.origin.pack}")
+    generic = {p.id: p for p in rules.phases if p.origin.generic}
+    stage = _stage(last, generic, rules)
+    if stage is None:
+        return None
+    for later in GENERIC_ORDER[stage + 1:]:
+        found = tuple(generic[i] for i in later if i in generic)
+        if found:
+            return Between(last, found, USUAL)
+    return None
+
+
+def _stage(phase: PhaseRule, generic: dict[str, PhaseRule], rules: Rules) -> int | None:
+    """The stage of the usual order `phase` belongs to: its own for a generic phase, else
+    the first stage whose words its title or id holds."""
+    names = (phase.title, phase.id.replace("_", " "))
+    for stage, ids in enumerate(GENERIC_ORDER):
+        for phase_id in ids:
+            if phase.id == phase_id and phase.origin.generic:
+                return stage
+            rule = generic.get(phase_id)
+            if rule is not None and not phase.origin.generic and any(
+                    rules.start_pattern(rule).search(n) for n in names):
+                return stage
+    return None

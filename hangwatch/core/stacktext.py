@@ -1,0 +1,107 @@
+"""py-spy's dump text as values: threads of frames, each frame a function and a file.
+
+What differs between two processes standing at the same place is dropped: line numbers,
+native addresses, thread ids, C++ template and parameter lists, the folder a script runs from.
+What is left groups processes across ranks and across nodes.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# `    function (file:line)` or `    function (file)`; a native frame may be `0x7f.. (lib.so)`.
+_FRAME = re.compile(r"^\s+(?P<func>\S.*?) \((?P<file>[^()]*?)(?::(?P<line>\d+))?\)\s*$")
+# `Thread 8225 (idle): "MainThread"`, `Thread 0x7F3A (active+gil)`, `Thread 8858 (idle)`.
+_THREAD = re.compile(r'^Thread (?P<tid>0x[0-9A-Fa-f]+|\d+)(?: \((?P<state>[^)]*)\))?'
+                     r'(?::\s*"(?P<name>.*)")?')
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
+# Library folders: a file under one is named from its package on (`torch/distributed/x.py`).
+_LIBRARY_ROOT = re.compile(r".*/(?:site-packages|dist-packages|lib/python\d[\d.]*)/")
+_SHARED_OBJECT = re.compile(r"\.so(?:\.[\d.]+)?$|\.c$|\.cc$|\.cpp$")
+MAX_FUNCTION_CHARS = 160
+
+
+@dataclass(frozen=True)
+class Frame:
+    function: str
+    file: str
+    native: bool = False
+
+    @property
+    def text(self) -> str:
+        return f"{self.function} ({self.file})"
+
+
+@dataclass(frozen=True)
+class Thread:
+    tid: int
+    name: str | None
+    active: bool
+    frames: tuple[Frame, ...]  # innermost first, as py-spy prints them
+
+
+def parse_dump(text: str) -> tuple[Thread, ...]:
+    """Every thread of one `py-spy dump`, frames normalised; other lines are ignored (the
+    `Process N:` header and its command line, `Python v3.x`, `--locals` variables)."""
+    threads: list[Thread] = []
+    head: tuple[int, str | None, bool] | None = None
+    frames: list[Frame] = []
+    for line in text.splitlines():
+        if (thread := _THREAD.match(line)) is not None:
+            if head is not None:
+                threads.append(Thread(*head, tuple(frames)))
+            tid = thread["tid"]
+            head = (int(tid, 16) if tid.startswith("0x") else int(tid), thread["name"],
+                    "active" in (thread["state"] or ""))
+            frames = []
+        elif head is not None and (match := _FRAME.match(line)) is not None:
+            frame = normalise(match["func"], match["file"])
+            if frame is not None:
+                frames.append(frame)
+    if head is not None:
+        threads.append(Thread(*head, tuple(frames)))
+    return tuple(threads)
+
+
+def normalise(function: str, file: str) -> Frame | None:
+    """A frame without what varies between runs; None for a bare native address."""
+    native = bool(_SHARED_OBJECT.search(file))
+    if _ADDRESS.fullmatch(function):
+        return None
+    if native:
+        function = _without_brackets(function)
+    else:
+        file = _LIBRARY_ROOT.sub("", file)
+        if file.startswith("/"):
+            file = file.rsplit("/", 1)[-1]  # a script's own folder differs between nodes
+    if len(function) > MAX_FUNCTION_CHARS:
+        function = function[:MAX_FUNCTION_CHARS] + "..."
+    return Frame(function, file, native)
+
+
+def _without_brackets(function: str) -> str:
+    """`ns::f<T, U>(int)::{lambda(x)#1}::_FUN` -> `ns::f::{lambda#1}::_FUN`: C++ names from
+    one template differ by their arguments, which say nothing about where a thread waits."""
+    out: list[str] = []
+    depth = 0
+    for char in function:
+        if char in "<(":
+            depth += 1
+        elif char in ">)" and depth:
+            depth -= 1
+        elif not depth:
+            out.append(char)
+    return "".join(out).strip() or function
+
+
+def main_thread(threads: tuple[Thread, ...], pid: int | None = None) -> Thread | None:
+    """The interpreter's main thread: named MainThread, else the one whose id is the pid,
+    else the first listed."""
+    for thread in threads:
+        if thread.name == "MainThread":
+            return thread
+    for thread in threads:
+        if pid is not None and thread.tid == pid:
+            return thread
+    return threads[0] if threads else None

@@ -1,0 +1,142 @@
+"""What came before a stop line (core/before.py) and the place expected between phases
+(core/order.py), alone and through the engine."""
+
+from __future__ import annotations
+
+from hangwatch.core.before import BEFORE_LINES, place_before
+from hangwatch.core.clock import FakeClock
+from hangwatch.core.engine import Engine
+from hangwatch.core.order import USUAL, expected_next
+from hangwatch.core.rules import RuleSet
+from hangwatch.packs.load import load_pack_text, load_rule_set
+
+TIMEOUT = ("[rank0]:[E ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective operation "
+           "timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, NumelIn=1, Timeout(ms)=600000) "
+           "ran for 600004 milliseconds before timing out.")
+PACK = """
+pack: boot
+phases:
+  - id: fetch_env
+    title: Fetching the environment
+    start: 'fetching env'
+    done: 'env ready'
+  - id: spawn_workers
+    title: Spawning workers
+    start: 'spawning \\\\d+ workers'
+"""
+
+
+def engine(rules: RuleSet | None = None) -> Engine:
+    return Engine(rules or load_rule_set(), default_stall=600.0, clock=FakeClock())
+
+
+def starts_of(rules: RuleSet):
+    def starts(text: str):
+        found = rules.match(text)
+        return found.phase_starts if found is not None else ()
+    return starts
+
+
+# --- what came before ------------------------------------------------------------------------
+
+def test_a_timeout_with_no_phase_open_takes_the_phase_of_the_lines_before_it():
+    e = engine()
+    for line in ["Sampling: 45%|####5     | 9/20 [01:23<01:40]", "rank 3 still busy",
+                 TIMEOUT]:
+        e.feed_line("log", line)
+    state = e.state()
+    assert state["phase"] == "generic:evaluation"
+    assert "named by the line before the stop" in state["context"]
+    assert "2 line(s) before" in state["context"]
+
+
+def test_a_progress_bar_after_the_phase_line_is_the_place_shown():
+    rules = load_rule_set()
+    lines = ["Running evaluation", " 45%|####5     | 450/1000 [01:23<01:40, 5.4it/s]",
+             "[E] rank 1 stack trace follows"]
+    place = place_before(lines, TIMEOUT, starts_of(rules))
+    assert place is not None and place.phase is not None
+    assert place.phase.id == "generic:evaluation"
+    assert place.counter.startswith("45%") and place.back == 2
+
+
+def test_stop_lines_before_a_stop_line_are_passed_over_and_the_window_is_bounded():
+    rules = load_rule_set()
+    spew = [TIMEOUT.replace("rank0", f"rank{i}") for i in range(5)]
+    assert place_before(["Preparing the corpus", *spew], TIMEOUT, starts_of(rules)).phase.id == \
+        "generic:data_load"
+    far = ["Preparing the corpus", *["nothing here"] * BEFORE_LINES]
+    assert place_before(far, TIMEOUT, starts_of(rules)) is None
+
+
+def test_a_place_printed_hours_before_by_its_timestamp_is_not_taken():
+    rules = load_rule_set()
+    lines = ["2026-01-01 08:00:00 Loading dataset"]
+    stop = "2026-01-01 12:00:00 " + TIMEOUT
+    assert place_before(lines, stop, starts_of(rules)) is None
+    assert place_before(lines, "2026-01-01 08:30:00 " + TIMEOUT, starts_of(rules)) is not None
+
+
+def test_with_a_phase_open_the_place_goes_beside_it_in_the_signals_context():
+    e = engine()
+    bar = " 45%|####5     | 450/1000 [01:23<01:40, 5.4it/s]"
+    for line in ["Preparing the corpus", bar, TIMEOUT]:
+        e.feed_line("log", line)
+    state = e.state()
+    assert state["phase"] == "generic:data_load"
+    [signal] = [s for s in state["signals"] if s["id"] == "nccl_collective_timeout"]
+    assert "before the stop: Loading data (generic:data_load)" in signal["context"]
+    assert "450/1000" in signal["context"]
+
+
+def test_a_place_named_after_the_fact_is_not_progress():
+    clock = FakeClock()
+    e = Engine(load_rule_set(), default_stall=60.0, clock=clock)
+    e.feed_line("log", "Tokenizing: 45%|####5     | 450/1000")
+    clock.advance(50.0)
+    e.feed_line("log", TIMEOUT)
+    assert e.idle() >= 50.0
+
+
+def test_a_stop_line_reads_the_same_lines_across_blocks_and_line_by_line():
+    data = b"".join(x.encode() + b"\n" for x in
+                    ["Sampling 3/50", "rank 3 still busy", TIMEOUT])
+    by_line, by_block = engine(), engine()
+    for line in data.decode().splitlines():
+        by_line.feed_line("log", line)
+    by_block.feed_block("log", data[:40].rsplit(b"\n", 1)[0] + b"\n")
+    by_block.feed_block("log", data[len(data[:40].rsplit(b"\n", 1)[0]) + 1:])
+    assert by_line.state()["context"] == by_block.state()["context"] != ""
+
+
+# --- between phases --------------------------------------------------------------------------
+
+def test_nothing_open_after_a_packs_phase_names_the_next_one_it_declares():
+    rules = RuleSet([*load_rule_set().packs, load_pack_text(PACK, "boot.yaml")])
+    e = engine(rules)
+    e.feed_line("log", "fetching env")
+    e.feed_line("log", "env ready")
+    state = e.state()
+    assert state["phase"] is None
+    assert state["between"] == ("after Fetching the environment (fetch_env), before Spawning "
+                                "workers (spawn_workers), by the order of pack boot")
+
+
+def test_past_a_packs_last_phase_the_usual_order_of_a_training_job_says_what_follows():
+    rules = load_rule_set()
+    weights = rules.phase("vllm_load_weights")
+    assert weights is not None
+    between = expected_next(rules.phase("vllm_cuda_graph") or weights, rules)
+    assert between is not None and between.by == USUAL
+    data_load = rules.phase("generic:data_load")
+    assert data_load is not None
+    after_data = expected_next(data_load, rules)
+    assert after_data is not None and after_data.by == USUAL
+    assert [r.id for r in after_data.before] == ["generic:model_load"]
+
+
+def test_a_phase_open_or_none_seen_names_nothing_between():
+    e = engine()
+    assert e.state()["between"] == ""
+    e.feed_line("log", "Preparing the corpus")
+    assert e.state()["between"] == ""

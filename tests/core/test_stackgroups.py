@@ -1,0 +1,138 @@
+"""Grouping on py-spy dumps recorded from real processes (tests/fixtures/stacks/record.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hangwatch.collectors.stackgroups import load_stack_rules
+from hangwatch.core.members import Member
+from hangwatch.core.stackgroups import Place, group, place_of
+from hangwatch.core.stacktext import normalise, parse_dump
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures" / "stacks"
+
+
+@pytest.fixture(scope="module")
+def rules():
+    return load_stack_rules()
+
+
+def place(rules, name: str) -> Place:
+    found = place_of(parse_dump((FIXTURES / name).read_text()), rules)
+    assert found is not None
+    return found
+
+
+def ranks(rules, scenario: str, world: int = 4) -> tuple[list[Member], dict[int, Place]]:
+    members = [Member(1000 + r, r, "rank", f"rank {r}", True) for r in range(world)]
+    return members, {1000 + r: place(rules, f"{scenario}/rank{r}.txt") for r in range(world)}
+
+
+def test_dump_parsing_drops_lines_addresses_and_the_header():
+    [thread] = parse_dump((FIXTURES / "data" / "rank0-native.txt").read_text())
+    assert thread.name == "MainThread" and thread.tid > 0 and not thread.active
+    texts = [f.text for f in thread.frames]
+    assert "all_reduce (torch/distributed/distributed_c10d.py)" in texts
+    assert not any("0x7f" in t or ":3252" in t for t in texts)  # addresses, line numbers
+    # C++ template and parameter lists go: frames from one template read the same.
+    assert "pybind11::cpp_function::dispatcher (libtorch_python.so)" in texts
+    assert not any("<" in t and "libtorch_python" in t for t in texts)
+
+
+def test_absolute_paths_lose_their_folders():
+    lib = "/opt/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py"
+    assert normalise("barrier", lib).text == "barrier (torch/distributed/distributed_c10d.py)"
+    assert normalise("main", "/home/alice/job/train.py").text == "main (train.py)"
+    assert normalise("0x7f00aa", "libc.so.6") is None
+
+
+def test_rank_in_data_loading_is_named_while_the_others_wait_in_all_reduce(rules):
+    result = group(*ranks(rules, "data"))
+    [suspect] = result.suspects
+    assert (suspect.pid, suspect.rank, suspect.phase) == (1002, 2, "data_load")
+    assert suspect.where == "SilentShard.__getitem__ (ranks.py)"
+    assert suspect.why == ("rank 2 is in `SilentShard.__getitem__` (data loading) while "
+                           "ranks 0,1,3 wait in `all_reduce` (collective)")
+    majority = result.groups[0]
+    assert majority.where == "all_reduce (torch/distributed/distributed_c10d.py)"
+    assert (majority.ranks, majority.count, majority.phase) == ((0, 1, 3), 3, "collective")
+
+
+def test_rank_0_saving_while_the_others_wait_in_the_barrier(rules):
+    result = group(*ranks(rules, "save"))
+    [suspect] = result.suspects
+    assert (suspect.rank, suspect.phase) == (0, "checkpoint_save")
+    assert suspect.where == "save (torch/serialization.py)"
+    assert "ranks 1-3 wait in `barrier` (collective)" in suspect.why
+
+
+def test_ranks_that_agree_have_no_suspect_and_are_stuck_as_a_whole(rules):
+    members, places = ranks(rules, "save")
+    three = [m for m in members if m.rank != 0]
+    result = group(three, places)
+    assert result.suspects == ()
+    assert len(result.groups) == 1 and result.groups[0].count == 3
+    assert result.summary == "ranks 1-3 stuck as a whole in `barrier` (collective)"
+
+
+def test_native_and_python_dumps_of_a_collective_land_in_the_same_place(rules):
+    assert place(rules, "data/rank0-native.txt").key == place(rules, "data/rank0.txt").key
+
+
+def test_deadlocked_dataloader_worker_is_the_odd_one_among_the_workers(rules):
+    workers = [Member(2000 + i, None, "child of a rank", f"pid {2000 + i} (child of rank 0)",
+                      True) for i in range(3)]
+    rank = Member(1999, 0, "rank", "rank 0", True)
+    places = {2000 + i: place(rules, f"workers/rank0-worker{i}.txt") for i in range(3)}
+    places[1999] = place(rules, "workers/rank0.txt")
+    result = group([rank, *workers], places)
+    [suspect] = result.suspects
+    assert suspect.pid == 2000 and suspect.where == "LockedShard.__getitem__ (ranks.py)"
+    assert "while pids 2001,2002 wait in `_worker_loop` (data loading)" in suspect.why
+    assert places[1999].where == "_BaseDataLoaderIter.__next__ (torch/utils/data/dataloader.py)"
+
+
+def test_launcher_is_grouped_but_never_a_suspect(rules):
+    members, places = ranks(rules, "data")
+    members.append(Member(999, None, "launcher", "pid 999 (launcher)", False))
+    places[999] = place(rules, "data/agent.txt")
+    result = group(members, places)
+    assert [s.rank for s in result.suspects] == [2]
+    assert any(g.pids == (999,) for g in result.groups)
+
+
+def test_no_majority_means_no_suspect(rules):
+    members, places = ranks(rules, "data")
+    places[1000] = places[1001] = place(rules, "save/rank0.txt")  # 2 save, 1 reduce, 1 data
+    assert group(members, places).suspects == ()
+
+
+def test_two_ranks_one_in_a_collective_names_the_other(rules):
+    members, places = ranks(rules, "data")
+    pair = [members[1], members[2]]
+    [suspect] = group(pair, places).suspects
+    assert suspect.rank == 2
+
+
+@pytest.mark.parametrize(("name", "where", "label"), [
+    ("sleep.txt", "idle_forever (<string>)", None),
+    ("sleep-native.txt", "time_sleep (libpython3.11.so.1.0)", "sleeping"),
+    ("socket_recv.txt", "wait_for_reply (<string>)", None),
+    ("socket_recv-native.txt", "recv (libc.so.6)", "waiting for I/O"),
+])
+def test_plain_waits_are_placed_at_the_program_s_own_frame_or_the_native_call(
+        rules, name, where, label):
+    found = place(rules, name)
+    assert (found.where, found.label) == (where, label)
+
+
+def test_json_carries_the_issue_s_field_names(rules):
+    data = group(*ranks(rules, "data")).to_json()
+    assert set(data["stack_groups"][0]) == {"where", "frames", "pids", "ranks", "count", "phase",
+                                                "key"}
+    assert set(data["suspects"][0]) == {"pid", "rank", "where", "phase", "why"}
+    assert data["stack_groups"][0]["frames"][0] == (
+        "all_reduce (torch/distributed/distributed_c10d.py)")
