@@ -93,6 +93,7 @@ def result(engine: Engine, quiet_s: float) -> dict[str, Any]:
         "advice": [{"text": a.text, "because": a.because} for a in advice],
         "ranks": [row.to_dict() for row in diagnosis.ranks],
         "laggards": [dataclasses.asdict(lag) for lag in diagnosis.laggards],
+        "laggards_more": diagnosis.laggards_more,
         "rank_summary": diagnosis.rank_summary,
         "desync": diagnosis.desync,
     }

@@ -678,6 +678,7 @@ class Engine:
             threshold_from=threshold_from,
             usual=self._usual(step[0] if step else phase, entry if step is None else step[1]),
             laggards=ranks.laggards,
+            laggards_more=ranks.laggards_more,
             ranks=ranks.rows,
             rank_summary=ranks.summary,
             desync=ranks.desync,

@@ -117,6 +117,7 @@ class StallEvent:
     threshold_from: str = "default"  # where the threshold comes from (`--stall`, a phase's ...)
     usual: str = ""  # how long the phase in progress usually takes, when history knows
     laggards: tuple[Laggard, ...] = ()  # empty with several ranks: stuck as a whole
+    laggards_more: int = 0  # laggards found beyond those listed (core/ranks.MAX_LAGGARDS)
     ranks: tuple[RankRow, ...] = ()
     rank_summary: str = ""  # who holds the job up, or that no rank stands out
     desync: str = ""  # where each rank's collectives stand, from the NCCL watchdog's lines

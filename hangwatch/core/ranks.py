@@ -11,8 +11,10 @@ log, the last lines of each block, so catch-up stays at the prefilter's speed.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import re
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePath
@@ -26,6 +28,7 @@ from hangwatch.core.durations import format_duration
 from hangwatch.core.events import Laggard, RankRow
 from hangwatch.core.model import PhaseRule, ProgressRule, RankRule
 from hangwatch.core.rules import LineMatch
+from hangwatch.core.timestamps import parse_stamp
 
 BUILTIN_PREFIXES = (
     r"\[[Rr]ank ?(?P<rank>\d+)\]",  # torch: `[rank3]:`, `[Rank 3]`
@@ -72,8 +75,12 @@ LINE_KEEP = 300
 SCAN_KEEP = 2000  # of a line scanned here, enough for a START pattern
 SILENT_MIN_S = 60.0  # a rank silent this much longer than the others went silent first...
 SILENT_SHARE = 0.25  # ...or this share of the stall threshold, whichever is longer
-MAX_LAGGARDS = 64
-MAX_MEMBERS = 4096  # memory stays flat when a log names ever new actors (Ray pids)
+QUIET_FIRST_MIN_S = 2.0  # a rank whose lines stopped this much before all the others'
+MAX_LAGGARDS = 8  # named in a stall; the rest are counted
+MAX_MEMBERS = 4096  # ranks tracked per watch: memory and the verdict's time stay bounded
+# Members named by a prefix that is no rank number (Ray's `pid=N`): past this many, the
+# prefixes name processes that come and go (restarted workers, a process per task), not ranks.
+MAX_ACTORS = 256
 
 
 @dataclass
@@ -113,6 +120,7 @@ class Verdict:
     summary: str = ""
     desync: str = ""
     rows: tuple[RankRow, ...] = ()
+    laggards_more: int = 0  # laggards found beyond those named
 
 
 class RankTracker:
@@ -128,6 +136,8 @@ class RankTracker:
         self.world: int | None = None
         self.world_line = ""
         self.joined: int | None = None  # the job said this many of `world` joined
+        self.actors = 0  # members named by a prefix that is no rank number
+        self.not_ranks = ""  # why the prefixes were found to be no set of ranks: said once
         self._starts: dict[str, regex.Pattern[str]] = {}
 
     # --- what the engine hands over -----------------------------------------------------
@@ -149,6 +159,8 @@ class RankTracker:
             last = data[_tail_start(data, 1):].rstrip(b"\n")
             member = self._member(src, None)
             if member is not None and last:
+                # A plain line too says the rank is alive: who went quiet first counts it.
+                member.last_seen = self.clock.monotonic()
                 member.last_line = last[:LINE_KEEP].decode("utf-8", "replace")
 
     def matched(self, source: str, text: str, match: LineMatch, progress: bool) -> None:
@@ -223,6 +235,8 @@ class RankTracker:
     # --- the verdict ---------------------------------------------------------------------
 
     def verdict(self, threshold: float) -> Verdict:
+        if self.not_ranks:
+            return Verdict(summary=self.not_ranks)
         members = sorted(self.members.values(), key=lambda m: _order(m.rank or m.source))
         numeric = {m.rank for m in members if m.rank is not None and m.rank.isdigit()}
         world = self.world or 0
@@ -240,9 +254,12 @@ class RankTracker:
         for rank, why in found.diverged if found else ():
             if rank in by_rank:
                 reasons.setdefault(_key(by_rank[rank]), []).append(why)
+        missing = self._missing(numeric)
+        if not reasons and not missing:
+            for member, why in _quiet_first(members, counter, now, self.clock.wall()):
+                reasons[_key(member)] = [why]
         laggards = [_laggard(m, counter, now, "; ".join(reasons[_key(m)]))
                     for m in members if _key(m) in reasons]
-        missing = self._missing(numeric)
         laggards += [Laggard(None, int(r), None, None, None,
                              f"never logged (world size {world}: {self.world_line})")
                      for r in missing]
@@ -251,14 +268,32 @@ class RankTracker:
         rows = tuple(_row(m, counter, now, _key(m) in reasons) for m in members)
         return Verdict(tuple(laggards[:MAX_LAGGARDS]),
                        self._summary(laggards, members, counter, numeric),
-                       found.summary if found else "", rows)
+                       found.summary if found else "", rows,
+                       max(0, len(laggards) - MAX_LAGGARDS))
 
     def rows(self) -> list[dict[str, Any]]:
         """Each member as the live view shows it (laggards are judged on a stall only)."""
+        if self.not_ranks:
+            return []
         members = sorted(self.members.values(), key=lambda m: _order(m.rank or m.source))
         counter = _main_counter(members)
         now = self.clock.monotonic()
         return [_row(m, counter, now, False).to_dict() for m in members]
+
+    def rank_idle(self, limit: int) -> tuple[dict[str, float], float | None]:
+        """Seconds since each numbered rank last made progress, for the `limit` lowest rank
+        numbers (a bounded, stable set of metric series), and the most of the others (None
+        when there are none). Ranks named by a process (Ray's pid=N) are among the others:
+        their names are log text and come and go."""
+        now = self.clock.monotonic()
+        ranked = [(int(m.rank), m) for m in self.members.values()
+                  if m.rank is not None and m.rank.isdigit()]
+        shown = heapq.nsmallest(limit, ranked, key=lambda pair: pair[0])
+        kept = {id(m) for _, m in shown}
+        rest = [_idle(m, now) or 0.0 for m in self.members.values()
+                if m.rank is not None and id(m) not in kept]
+        return ({str(n): _idle(m, now) or 0.0 for n, m in shown},
+                max(rest) if rest else None)
 
     # --- internals -----------------------------------------------------------------------
 
@@ -285,10 +320,26 @@ class RankTracker:
         key = rank if rank is not None else f"source:{src.path}"
         member = self.members.get(key)
         if member is None:
-            if len(self.members) >= MAX_MEMBERS:
+            if self.not_ranks:
                 return None
+            actor = rank is not None and not rank.isdigit()
+            if len(self.members) >= MAX_MEMBERS or (actor and self.actors >= MAX_ACTORS):
+                self._not_ranks(src, rank)
+                return None
+            self.actors += actor
             member = self.members[key] = Member(rank, src.path, last_seen=self.clock.monotonic())
         return member
+
+    def _not_ranks(self, src: _Source, label: str | None) -> None:
+        """Stop tracking: the prefixes name more processes than a job has ranks. Judging
+        them would name hundreds of finished processes as laggards."""
+        count = MAX_MEMBERS if len(self.members) >= MAX_MEMBERS else MAX_ACTORS
+        self.not_ranks = (f"not judged: {PurePath(src.path).name} names more than {count} "
+                          f"processes by its prefixes (such as {label}); they come and "
+                          "go (restarted workers, or a process per task) and are no set of "
+                          "ranks")
+        self.members.clear()
+        self.works.clear()
 
     def _scan(self, src: _Source, lines: list[bytes], phase: PhaseRule | None) -> None:
         now = self.clock.monotonic()
@@ -355,8 +406,8 @@ class RankTracker:
         ranks or more logged) or the job itself said fewer joined: a job where rank 0
         alone prints has no missing ranks."""
         world = self.world or 0
-        if world < 2 or not (len(seen) >= 2 or (self.joined is not None
-                                                 and self.joined < world)):
+        if world < 2 or world > MAX_MEMBERS or not (
+                len(seen) >= 2 or (self.joined is not None and self.joined < world)):
             return []
         return [str(r) for r in range(world) if str(r) not in seen]
 
@@ -401,13 +452,14 @@ def _behind(members: list[Member], counter: str | None) -> Iterator[tuple[Member
         return
     if len(ahead) < len(behind) and len({m.counters[counter] for m in behind}) == 1:
         low = behind[0].counters[counter]
+        others = f"{_members(behind)} {_are(behind)} at {name} {_number(low)}"
         for member in ahead:
-            yield member, (f"ahead: at {name} {_number(top)} while "
-                           f"{_members(behind)} {_are(behind)} at {name} {_number(low)}")
+            yield member, f"ahead: at {name} {_number(top)} while {others}"
         return
+    leaders = _members(ahead)
     for member in behind:
         yield member, (f"at {name} {_number(member.counters[counter])} while "
-                       f"{_members(ahead)} reached {name} {_number(top)}")
+                       f"{leaders} reached {name} {_number(top)}")
 
 
 def _silent(members: list[Member], threshold: float,
@@ -426,6 +478,32 @@ def _silent(members: list[Member], threshold: float,
                        f"made progress until {format_duration(now - newest)} ago")
 
 
+def _quiet_first(members: list[Member], counter: str | None, now: float,
+                 wall: float) -> Iterator[tuple[Member, str]]:
+    """With every rank at the same step and none behind: the rank whose lines stopped first,
+    clearly before the others, which stopped close together. It stopped inside the step; the
+    others printed on until they waited for it in the next collective. Its time is the job's
+    own where every rank's last line has a timestamp, else when the lines arrived."""
+    if len(members) < 2 or counter is None:
+        return
+    values = {m.counters.get(counter) for m in members}
+    if len(values) != 1 or None in values:
+        return
+    stamps = [parse_stamp(m.last_line) for m in members]
+    if all(stamp is not None for stamp in stamps):
+        times, zone = [float(stamp or 0.0) for stamp in stamps], ""
+    else:  # arrival times, shown on the wall clock
+        times, zone = [wall - (now - m.last_seen) for m in members], " UTC"
+    order = sorted(range(len(members)), key=lambda i: times[i])
+    first, second, newest = times[order[0]], times[order[1]], times[order[-1]]
+    gap = second - first
+    if gap < QUIET_FIRST_MIN_S or gap <= newest - second:
+        return
+    since = time.strftime("%H:%M:%S", time.gmtime(first))
+    yield members[order[0]], (f"quiet since {since}{zone}, {format_duration(gap)} before "
+                              "the others")
+
+
 def _phase_not_reached(members: list[Member]) -> Iterator[tuple[Member, str]]:
     """Ranks that never reached a phase most ranks reached (a file that names no rank and
     prints no phase, such as a launcher's, is not behind in them)."""
@@ -433,13 +511,15 @@ def _phase_not_reached(members: list[Member]) -> Iterator[tuple[Member, str]]:
     order: dict[str, None] = {}
     for member in tracking:
         order.update(member.reached)
+    reached = {phase: [m for m in tracking if phase in m.reached] for phase in order}
+    named = {phase: _members(who) for phase, who in reached.items()
+             if len(who) >= 2 and len(who) * 2 > len(members)}
     for member in tracking:
-        for phase in order:
-            reached = [m for m in tracking if phase in m.reached]
-            if phase in member.reached or len(reached) < 2 or len(reached) * 2 <= len(members):
+        for phase, who in named.items():
+            if phase in member.reached:
                 continue
             where = f"; still in {member.phase}" if member.phase else ""
-            yield member, f"never reached {phase} ({_members(reached)} did){where}"
+            yield member, f"never reached {phase} ({who} did){where}"
             break
 
 

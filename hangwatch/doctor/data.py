@@ -1,28 +1,21 @@
 """Data: the files the job will read exist, can be read and look like what their names say; no
-Hugging Face datasets lock is held by a build that will make the job wait.
+Hugging Face datasets lock, held or stale, will make the job wait (`hflocks`).
 """
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import fcntl
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
-from hangwatch.doctor.holders import describe_pid, find_holders
+from hangwatch.doctor import hflocks
 from hangwatch.doctor.model import Check, Context, Outcome
 
 SNIFF_BYTES = 1 << 20
-MAX_LOCKS = 2000  # lock files looked at; a cache holds a handful per dataset
-MAX_DEPTH = 5
-SHOWN = 3
 
 
 def run(ctx: Context) -> Outcome:
-    return [_files(ctx.options.data), _hf_locks(ctx)], {}
+    return [_files(ctx.options.data), *hflocks.check(ctx)], {}
 
 
 def _files(paths: tuple[Path, ...]) -> Check:
@@ -82,64 +75,3 @@ def _is_json(line: bytes) -> bool:
     except ValueError:
         return False
     return True
-
-
-def _cache_dir(ctx: Context) -> Path:
-    env = ctx.env
-    if env.get("HF_DATASETS_CACHE"):
-        return Path(env["HF_DATASETS_CACHE"])
-    hf_home = Path(env["HF_HOME"]) if env.get("HF_HOME") else (
-        ctx.machine.home / ".cache" / "huggingface")
-    return hf_home / "datasets"
-
-
-def _hf_locks(ctx: Context) -> Check:
-    cache = _cache_dir(ctx)
-    if not cache.is_dir():
-        return Check("data.hf_locks", "skip", f"no Hugging Face datasets cache at {cache}")
-    locks = list(_lock_files(cache))
-    held = [lock for lock in locks if _is_held(lock)]
-    if not held:
-        return Check("data.hf_locks", "ok", f"{len(locks)} lock file(s) in {cache}, none held")
-    holders = find_holders(ctx.machine.proc, {str(p) for p in held})
-    described = []
-    for lock in held[:SHOWN]:
-        pids = holders.pids.get(str(lock), [])
-        who = ", ".join(describe_pid(ctx.machine.proc, p) for p in pids) or (
-            "a process not visible here (another node sharing the cache, or another user)")
-        described.append(f"{lock.name} held by {who}")
-    return Check("data.hf_locks", "warn",
-                 f"{len(held)} datasets lock(s) held: {'; '.join(described)}; the job will "
-                 "wait on them",
-                 "let that build finish, or end it if it is left from an earlier run; on a "
-                 "cache shared over NFS, give each node its own HF_DATASETS_CACHE")
-
-
-def _lock_files(root: Path) -> Iterator[Path]:
-    seen = 0
-    stack = [(root, 0)]
-    while stack and seen < MAX_LOCKS:
-        folder, depth = stack.pop()
-        with contextlib.suppress(OSError), os.scandir(folder) as entries:
-            for entry in entries:
-                seen += 1
-                if entry.name.endswith(".lock") and entry.is_file(follow_symlinks=False):
-                    yield Path(entry.path)
-                elif depth < MAX_DEPTH and entry.is_dir(follow_symlinks=False):
-                    stack.append((Path(entry.path), depth + 1))
-
-
-def _is_held(lock: Path) -> bool:
-    """datasets locks with flock(2): try it without waiting, and let go at once."""
-    try:
-        fd = os.open(lock, os.O_RDONLY)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return False
-    except OSError as exc:
-        return exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN)
-    finally:
-        os.close(fd)

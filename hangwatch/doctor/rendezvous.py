@@ -30,10 +30,16 @@ JAX_VARS = ("JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID")
 FACT_ENV = re.compile(r"(?:NCCL_|GLOO_|PET_|TORCHELASTIC_|TORCH_NCCL_|TORCH_DISTRIBUTED_)\w+"
                       r"|CUDA_VISIBLE_DEVICES|" + "|".join((*TORCH_VARS, *JAX_VARS)))
 WHOLE_NUMBERS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK",
-                 "GROUP_RANK", "PET_NODE_RANK", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID")
-# (index, count): the index must be below the count.
+                 "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE",
+                 "PET_NODE_RANK", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID")
+# (index, count): the index must be below the count. GROUP_* is torchrun's node (agent) rank
+# and count, ROLE_* the rank within the worker role.
 BELOW = (("RANK", "WORLD_SIZE"), ("LOCAL_RANK", "LOCAL_WORLD_SIZE"),
-         ("JAX_PROCESS_ID", "JAX_NUM_PROCESSES"), ("LOCAL_WORLD_SIZE", "WORLD_SIZE"))
+         ("GROUP_RANK", "GROUP_WORLD_SIZE"), ("ROLE_RANK", "ROLE_WORLD_SIZE"),
+         ("JAX_PROCESS_ID", "JAX_NUM_PROCESSES"))
+# (part, whole): the part may equal the whole (one node: torchrun sets LOCAL_WORLD_SIZE ==
+# WORLD_SIZE), only exceed it.
+NOT_ABOVE = (("LOCAL_WORLD_SIZE", "WORLD_SIZE"), ("ROLE_WORLD_SIZE", "WORLD_SIZE"))
 CONNECT_S = 3.0
 RESOLVE_S = 3.0
 
@@ -83,8 +89,11 @@ def _consistency(env: Mapping[str, str]) -> Check:
     for index, count in BELOW:
         i, n = whole(env, index), whole(env, count)
         if i is not None and n is not None and i >= n:
-            relation = "above" if index == "LOCAL_WORLD_SIZE" else "at or above"
-            problems.append(f"{index}={i} is {relation} {count}={n}")
+            problems.append(f"{index}={i} is at or above {count}={n}")
+    for part, total in NOT_ABOVE:
+        i, n = whole(env, part), whole(env, total)
+        if i is not None and n is not None and i > n:
+            problems.append(f"{part}={i} is above {total}={n}")
     if whole(env, "WORLD_SIZE") == 0:
         problems.append("WORLD_SIZE=0: there must be at least one process")
     nnodes = env.get("PET_NNODES", "").split(":")[-1]

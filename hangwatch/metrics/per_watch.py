@@ -26,6 +26,7 @@ from hangwatch.core.events import (
 from hangwatch.reporters.base import View
 
 UNREADABLE = {"waiting", "deleted", "unreadable"}
+MAX_RANKS = 64  # per-rank series of a watch: bounded cardinality, the rest summarised
 READABLE = {"appeared", "replaced", "readable", "truncated"}
 
 
@@ -44,6 +45,8 @@ class WatchSample:
     stalls: int
     readable: dict[str, bool]
     last_turn_wall: float | None
+    rank_idle: dict[str, float]  # rank -> seconds since its progress, at most MAX_RANKS
+    other_ranks_idle: float | None  # the most of the ranks past those
     turn_age_s: float  # seconds since the loop last turned (or since the watch was added)
     period_s: float
 
@@ -68,6 +71,8 @@ class _State:
     readable: dict[str, bool] = field(default_factory=dict)
     turn_mono: float | None = None
     turn_wall: float | None = None
+    rank_idle: dict[str, float] = field(default_factory=dict)
+    other_ranks_idle: float | None = None
 
 
 class WatchMetrics:
@@ -99,9 +104,11 @@ class WatchMetrics:
         """Called by the loop each time it turns: idle time, line and signal counts."""
         now = self._monotonic()
         signals = {(sid, str(r.last.severity)): r.count for sid, r in engine.signals.items()}
+        ranks, others = engine.ranks.rank_idle(MAX_RANKS)
         with self._lock:
             s = self._state
             s.idle_s, s.idle_at = engine.idle(), now
+            s.rank_idle, s.other_ranks_idle = ranks, others
             s.lines = dict(engine.lines)
             s.signals = signals
             s.turn_mono, s.turn_wall = now, self._wall()
@@ -153,7 +160,8 @@ class WatchMetrics:
         now, wall = self._monotonic(), self._wall()
         with self._lock:
             s = self._state
-            idle = s.idle_s + (now - s.idle_at if s.idle_at is not None else 0.0)
+            since = now - s.idle_at if s.idle_at is not None else 0.0
+            idle = s.idle_s + since
             phases = {p: (e.duration if e.duration is not None else wall - e.started_wall)
                       for p, e in s.phases.items()}
             return WatchSample(
@@ -162,4 +170,7 @@ class WatchMetrics:
                 lines=dict(s.lines), signals=dict(s.signals), stalls=s.stalls,
                 readable=dict(s.readable), last_turn_wall=s.turn_wall,
                 turn_age_s=now - (s.turn_mono if s.turn_mono is not None else now),
-                period_s=self.period_s)
+                period_s=self.period_s,
+                rank_idle={r: idle_s + since for r, idle_s in s.rank_idle.items()},
+                other_ranks_idle=(None if s.other_ranks_idle is None
+                                  else s.other_ranks_idle + since))

@@ -36,7 +36,7 @@ NAMES = (
     "hangwatch_phase_duration_seconds", "hangwatch_lines_total", "hangwatch_signals_total",
     "hangwatch_stalls_total", "hangwatch_alerts_total", "hangwatch_alert_failures_total",
     "hangwatch_alert_spool", "hangwatch_log_readable", "hangwatch_loop_last_timestamp_seconds",
-    "hangwatch_build_info",
+    "hangwatch_build_info", "hangwatch_rank_seconds_since_progress",
 )
 
 
@@ -122,6 +122,10 @@ def _watch_metrics(samples: Sequence[WatchSample]) -> Iterator[Metric]:
     signals = CounterMetricFamily("hangwatch_signals_total", "Signal lines seen",
                                   labels=["watch", "signal", "severity"])
     stalls = CounterMetricFamily("hangwatch_stalls_total", "Stall episodes", labels=["watch"])
+    ranks = GaugeMetricFamily("hangwatch_rank_seconds_since_progress",
+                              "Seconds since each rank last made progress: the 64 lowest "
+                              "rank numbers; rank=\"other\" is the most of the rest",
+                              labels=["watch", "rank"])
     readable = GaugeMetricFamily("hangwatch_log_readable",
                                  "1 while hangwatch can read the log, 0 while it cannot",
                                  labels=["watch", "log"])
@@ -139,7 +143,11 @@ def _watch_metrics(samples: Sequence[WatchSample]) -> Iterator[Metric]:
             duration.add_metric([s.name, name], max(0.0, seconds))
         for (signal, severity), count in sorted(s.signals.items()):
             signals.add_metric([s.name, signal, severity], count)
-    yield from (since, stalled, phase, duration, lines, signals, stalls, readable)
+        for rank, seconds in s.rank_idle.items():
+            ranks.add_metric([s.name, rank], max(0.0, seconds))
+        if s.other_ranks_idle is not None:
+            ranks.add_metric([s.name, "other"], max(0.0, s.other_ranks_idle))
+    yield from (since, stalled, phase, duration, lines, signals, stalls, readable, ranks)
 
 
 # --- HTTP --------------------------------------------------------------------------------

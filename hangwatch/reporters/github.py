@@ -4,7 +4,8 @@ advice, stacks) under a headline.
 
 Both are written once, when `hangwatch run` ends after a stall. Text from outside is escaped
 for a workflow command (`hangwatch.escape.github`: it cannot end the command or start
-another) and for Markdown (`hangwatch.escape.markdown`: it stays inside its code span).
+another) and for Markdown (`hangwatch.escape.markdown`): every piece of log text sits in a
+code span or block, where it stays.
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ def summary(incident: Incident) -> str:
     if body and incident.report:
         lines += [f"Incident report: {markdown.code(incident.report)}", *body]
     else:  # the report could not be written: the advice at least
-        lines += [f"- {markdown.authored(a.text)}  \n  _because: {markdown.inline(a.because)}_"
+        lines += [f"- {markdown.authored(a.text)}  \n  _because:_ {markdown.code(a.because)}"
                   for a in incident.advice]
     return "\n".join(lines).rstrip() + "\n"
 

@@ -37,7 +37,7 @@ from hangwatch.escape import jsontext, markdown
 from hangwatch.escape.redact import redact_text, redact_tree
 from hangwatch.escape.terminal import visible, visible_lines
 from hangwatch.reporters.base import where_text
-from hangwatch.reporters.ranks import COLUMNS, grouped, laggard_name, stall_lines
+from hangwatch.reporters.ranks import COLUMNS, grouped, laggard_name
 from hangwatch.reporters.snapshot_tables import (
     GPU_COLUMNS,
     GROUP_COLUMNS,
@@ -169,7 +169,7 @@ def render_markdown(report: dict[str, Any], tail: Sequence[str], snapshot_taken:
             f"- **Last completed phase:** {last}",
             *([f"- **Between phases:** {markdown.inline(stall['between'])}"]
               if stall.get("between") else []),
-            *([f"- **Context:** {markdown.inline(stall['context'])}"]
+            *([f"- **Context:** {markdown.code(stall['context'])}"]
               if stall.get("context") else []),
             *([f"- **Named by:** {markdown.code(stall['marker'])}"] if stall.get("marker")
               else []),
@@ -192,7 +192,7 @@ def render_markdown(report: dict[str, Any], tail: Sequence[str], snapshot_taken:
     if signals:
         out += _section("Signals seen", [
             f"- {markdown.code(s['id'])} ({s['severity']}) {markdown.inline(str(s['source']))}:"
-            f"{s['line']}{' ' + markdown.inline(s['context']) if s.get('context') else ''}: "
+            f"{s['line']}{' ' + markdown.code(s['context']) if s.get('context') else ''}: "
             f"{markdown.code(s['text'])}" for s in signals])
     if stall.get("ranks") or stall.get("rank_summary") or stall.get("desync"):
         out += _section("Ranks", _ranks_md(stall, report["processes"]))
@@ -239,23 +239,26 @@ def _advice_md(advice: Sequence[dict[str, str]]) -> list[str]:
         lines.append(f"{i}. {markdown.authored(item['text'])}")
         if i == len(advice) or advice[i]["because"] != item["because"]:
             which = f" ({first}-{i})" if i > first else ""
-            lines.append(f"   - *because{which}:* {markdown.inline(item['because'])}")
+            lines.append(f"   - *because{which}:* {markdown.code(item['because'])}")
             first = i + 1
     return lines
 
 
 def _ranks_md(stall: dict[str, Any], processes: Sequence[dict[str, Any]]) -> list[str]:
-    """Who holds the job up, the ranks side by side, and each laggard's stack."""
-    lines = [f"- {markdown.inline(line)}" for line in stall_lines(stall)]
+    """Who holds the job up, the ranks side by side, and each laggard's stack. Rank names and
+    reasons quote the log (prefixes, the line that gave the world size): code spans."""
+    lines = _rank_lines(stall)
     table = grouped(stall.get("ranks") or [])
     if table:
-        lines += ["", *_table(COLUMNS, table), "", "`*`: a laggard"]
+        rows = [(_rank_cell(ranks), *(markdown.cell(c) for c in rest))
+                for ranks, *rest in table]
+        lines += ["", *_table(COLUMNS, rows, escaped=True), "", "`*`: a laggard"]
     for lag in stall.get("laggards") or []:
         if lag.get("rank") is None:
             continue
         mine = [p for p in processes if str(p.get("rank")) == str(lag["rank"])]
-        lines += ["", f"### {markdown.inline(laggard_name(lag))}: "
-                      f"{markdown.inline(lag['why'])}", ""]
+        lines += ["", f"### {markdown.code(laggard_name(lag))}: "
+                      f"{markdown.code(lag['why'])}", ""]
         if not mine:
             lines.append("(no process of this rank found on this machine: ranks are told "
                          "from `RANK`/`LOCAL_RANK` or `--rank N`)")
@@ -264,6 +267,27 @@ def _ranks_md(stall: dict[str, Any], processes: Sequence[dict[str, Any]]) -> lis
             lines += [f"{markdown.inline(process_label(p))}:", "",
                       *markdown.fence(str(body).splitlines())]
     return lines
+
+
+def _rank_lines(stall: dict[str, Any]) -> list[str]:
+    """`stall_lines` for Markdown: the words ours, what they quote in code spans."""
+    lines = []
+    if stall.get("rank_summary"):
+        lines.append(f"- ranks: {markdown.code(stall['rank_summary'])}")
+    for lag in stall.get("laggards") or ():
+        lines.append(f"- laggard: {markdown.code(laggard_name(lag))}: "
+                     f"{markdown.code(lag['why'])}")
+    if stall.get("laggards_more"):
+        lines.append(f"- laggards: {stall['laggards_more']} more")
+    if stall.get("desync"):
+        lines.append(f"- collectives: {markdown.code(stall['desync'])}")
+    return lines
+
+
+def _rank_cell(ranks: str) -> str:
+    """`0-3,5*`: the ranks (named by the log's prefixes) in code, the laggard mark outside."""
+    mark = "\\*" if ranks.endswith("*") else ""
+    return markdown.code_cell(ranks.removesuffix("*")) + mark
 
 
 def _flight_md(recorder: dict[str, Any]) -> list[str]:

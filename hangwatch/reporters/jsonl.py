@@ -82,6 +82,7 @@ def incident_dict(incident: Incident) -> dict[str, Any]:
         "evidence": list(dict.fromkeys(a.because for a in incident.advice)),
         "findings": list(incident.findings),
         "laggards": [dataclasses.asdict(lag) for lag in stall.laggards],
+        "laggards_more": stall.laggards_more,
         "rank_summary": stall.rank_summary,
         "desync": stall.desync,
         # Where every process stands, from its stack (empty without a snapshot), and the

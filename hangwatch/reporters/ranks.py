@@ -22,6 +22,8 @@ def stall_lines(stall: Mapping[str, Any]) -> list[str]:
         lines.append(f"ranks: {stall['rank_summary']}")
     for lag in stall.get("laggards") or ():
         lines.append(f"laggard: {laggard_name(lag)}: {lag['why']}")
+    if stall.get("laggards_more"):
+        lines.append(f"laggards: {stall['laggards_more']} more")
     if stall.get("desync"):
         lines.append(f"collectives: {stall['desync']}")
     return lines

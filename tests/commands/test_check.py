@@ -135,3 +135,22 @@ def test_a_timeout_after_a_bar_takes_the_bars_loop_as_its_place(tmp_path: Path):
     assert data["phase"] == "generic:evaluation"
     assert data["context"].startswith("named by the line before the stop: ")
     assert "context:        named by the line before the stop" in check(str(log))[1]
+
+
+def test_a_log_of_thousands_of_processes_names_no_laggards_and_says_why_once(tmp_path: Path):
+    """Workers restarted all the time: 3,000 pids, each for 20 lines, in a real file."""
+    lines = []
+    for i in range(60_000):
+        pid = 10_000 + i // 20
+        lines.append(f"(TaskRunner pid={pid}) step:{i // 10} - loss 0.5" if i % 10 == 0
+                     else f"(WorkerDict pid={pid}) Processing batch {i}")
+    log = write_log(tmp_path / "ray.log", lines, age_s=3600)
+    status, text = check(str(log))
+    assert status == 3
+    ranks = text.split("\nranks:\n", 1)[1]
+    assert ranks.count("not judged: ray.log names more than 256 processes") == 1
+    assert "laggard" not in ranks
+    status, text = check(str(log), "--json")
+    data = json.loads(text)
+    assert (data["laggards"], data["laggards_more"], data["ranks"]) == ([], 0, [])
+    assert data["rank_summary"].startswith("not judged: ray.log names more than 256")

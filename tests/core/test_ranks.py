@@ -4,6 +4,7 @@ without the prefilter, on a fake clock."""
 from __future__ import annotations
 
 import functools
+import time
 from pathlib import Path
 
 import pytest
@@ -256,13 +257,109 @@ def test_rank_lists_are_written_as_ranges():
     assert span(["3", "1"]) == "1,3"
 
 
-def test_ever_new_actors_keep_memory_flat():
-    from hangwatch.core.ranks import MAX_MEMBERS
+def test_ever_new_actors_are_no_rank_set_said_once_and_memory_stays_flat():
+    from hangwatch.core.ranks import MAX_ACTORS
 
     engine, _ = make(True)
     engine.feed_block("ray.log", block([f"(WorkerDict pid={pid}) loaded shard"
-                                        for pid in range(MAX_MEMBERS + 500)]))
-    assert len(engine.ranks.members) == MAX_MEMBERS
+                                        for pid in range(MAX_ACTORS + 5000)]))
+    assert len(engine.ranks.members) == 0
+    stall = engine.diagnosis()
+    assert (stall.laggards, stall.laggards_more, stall.ranks) == ((), 0, ())
+    assert stall.rank_summary == (
+        f"not judged: ray.log names more than {MAX_ACTORS} processes by its prefixes (such "
+        f"as WorkerDict pid={MAX_ACTORS}); they come and go (restarted workers, or a process "
+        "per task) and are no set of ranks")
+
+
+def test_a_few_actors_restarted_now_and_then_are_still_ranks():
+    engine, _ = make(True)
+    engine.feed_block("ray.log", block([f"(WorkerDict pid={pid}) step:{8 if pid != 3 else 5} "
+                                        "- loss 0.5" for pid in range(200)]))
+    stall = engine.diagnosis()
+    assert [lag.rank for lag in stall.laggards] == ["WorkerDict pid=3"]
+
+
+@MODES
+def test_many_laggards_name_a_few_and_count_the_rest(prefilter):
+    engine, _ = make(prefilter)
+    engine.feed_block("train.log", block([f"[rank{r}]: step {5 if r % 5 == 0 else 8} loss 0.5"
+                                          for r in range(100)]))
+    stall = engine.diagnosis()
+    assert [lag.rank for lag in stall.laggards] == [0, 5, 10, 15, 20, 25, 30, 35]
+    assert stall.laggards_more == 12
+    assert stall.rank_summary.endswith("(and 17 more)")
+
+
+def stamped(second: int, text: str) -> str:
+    return f"2026-01-11 12:{second // 60:02d}:{second % 60:02d},000 {text}"
+
+
+@MODES
+def test_the_rank_that_went_quiet_first_is_named_by_its_lines_timestamps(prefilter):
+    """All ranks reach step 8; rank 2 stops at 12:03:04, the others print plain lines until
+    12:03:07, then nothing: read after the fact, only the timestamps tell."""
+    engine, clock = make(prefilter)
+    for rank in range(4):
+        lines = [stamped(170 + s, line) for s, line in enumerate(rank_log(rank, 8))]
+        last = 184 if rank == 2 else 187
+        lines += [stamped(s, f"[rank{rank}] waiting for the batch") for s in range(179, last + 1)]
+        engine.feed_block(f"logs/rank{rank}.log", block(lines))
+    clock.advance(700)
+    stall = engine.tick()[0]
+    [lag] = stall.laggards
+    assert (lag.rank, lag.counter) == (2, 8)
+    assert lag.why == "quiet since 12:03:04, 3s before the others"
+    assert stall.rank_summary == "held up by rank 2: quiet since 12:03:04, 3s before the others"
+
+
+@MODES
+def test_the_rank_that_went_quiet_first_is_named_by_when_its_lines_arrived(prefilter):
+    """The same job followed live, lines without timestamps, one every 0.5 s: a merged log."""
+    engine, clock = make(prefilter)
+    for step in range(1, 9):
+        engine.feed_block("train.log", block([f"[rank{r}]: step {step} loss 0.5"
+                                              for r in range(4)]))
+        clock.advance(1.0)
+    quiet_at = clock.wall()
+    for _ in range(8):  # 4 s of plain lines from ranks 0, 1 and 3
+        clock.advance(0.5)
+        engine.feed_block("train.log", block([f"[rank{r}]: waiting for the batch"
+                                              for r in (0, 1, 3)]))
+    clock.advance(700)
+    stall = engine.tick()[0]
+    assert [(lag.rank, lag.why) for lag in stall.laggards] == [
+        (2, f"quiet since {time.strftime('%H:%M:%S', time.gmtime(quiet_at - 1))} UTC, "
+            "5s before the others")]
+
+
+@MODES
+def test_ranks_that_stop_one_after_another_name_no_rank(prefilter):
+    """Gaps of 3 s between each rank's last line: no rank stopped clearly first."""
+    engine, clock = make(prefilter)
+    for rank in range(4):
+        lines = [stamped(170 + s, line) for s, line in enumerate(rank_log(rank, 8))]
+        lines += [stamped(s, f"[rank{rank}] waiting") for s in range(179, 182 + 3 * rank)]
+        engine.feed_block(f"logs/rank{rank}.log", block(lines))
+    clock.advance(700)
+    stall = engine.tick()[0]
+    assert stall.laggards == ()
+    assert stall.rank_summary.startswith("no rank stands out among 4 ranks")
+
+
+def test_rank_idle_gives_the_lowest_rank_numbers_and_the_most_idle_of_the_rest():
+    engine, clock = make(True)
+    engine.feed_block("train.log", block([f"[rank{r}]: step 1 loss 0.5" for r in range(6)]
+                                         + ["(WorkerDict pid=7) step:1 - loss 0.5"]))
+    clock.advance(30)
+    engine.feed_block("train.log", block([f"[rank{r}]: step 2 loss 0.5" for r in (0, 1, 2, 4)]
+                                         + ["(WorkerDict pid=7) step:2 - loss 0.5"]))
+    clock.advance(5)
+    shown, others = engine.ranks.rank_idle(4)
+    assert shown == {"0": 5.0, "1": 5.0, "2": 5.0, "3": 35.0}
+    assert others == 35.0  # rank 5; the actor (pid=7) is among the others, at 5 s
+    assert engine.ranks.rank_idle(64) == ({str(r): 35.0 if r in (3, 5) else 5.0
+                                           for r in range(6)}, 5.0)
 
 
 def test_rank_prefixes_and_world_size_are_found_as_one_alternation_finds_them():

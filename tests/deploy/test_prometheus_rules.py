@@ -18,7 +18,8 @@ FOLDER = Path(__file__).resolve().parents[2] / "deploy" / "prometheus"
 RULES = FOLDER / "hangwatch.rules.yml"
 TESTS = FOLDER / "hangwatch.rules.test.yml"
 ALERTS = {"HangwatchStalled", "HangwatchBlind", "HangwatchDown",
-          "HangwatchAlertDeliveryFailing", "HangwatchPhaseDisagreement", "HangwatchNodeBehind"}
+          "HangwatchAlertDeliveryFailing", "HangwatchPhaseDisagreement", "HangwatchNodeBehind",
+          "HangwatchRankBehind"}
 
 
 def promtool() -> str:

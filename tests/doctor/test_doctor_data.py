@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import socket
 import sys
+
+import pytest
 
 from hangwatch.doctor import data
 from tests.fakes.doctor import by_id, context
@@ -11,6 +16,18 @@ HOLD_LOCK = """
 import fcntl, sys, time
 f = open(sys.argv[1], "w")
 fcntl.flock(f, fcntl.LOCK_EX)
+print("locked", flush=True)
+time.sleep(60)
+"""
+
+
+# datasets' lock where the file system has no flock: filelock's existence lock (a marker file
+# naming its owner), taken by a real process that then waits or is killed holding it.
+SOFT_LOCK = """
+import sys, time
+from filelock import SoftFileLock
+lock = SoftFileLock(sys.argv[1])
+lock.acquire()
 print("locked", flush=True)
 time.sleep(60)
 """
@@ -81,4 +98,61 @@ def test_datasets_locks_nobody_holds_pass(tmp_path):
     cache.mkdir()
     (cache / "a.lock").write_text("")
     check = by_id(data.run(context({"HF_DATASETS_CACHE": str(cache)}))[0], "data.hf_locks")
+    assert (check.status, check.detail) == ("ok", f"1 lock file(s) in {cache}, none held")
+
+
+def locks_checks(cache):
+    return [c for c in data.run(context({"HF_DATASETS_CACHE": str(cache)}))[0]
+            if c.id.startswith("data.hf_")]
+
+
+def soft_lock(jobs, path):
+    pytest.importorskip("filelock")
+    proc = jobs.start([sys.executable, "-c", SOFT_LOCK, str(path)], stdout=-1)
+    assert proc.stdout.readline().strip() == "locked"
+    return proc
+
+
+def test_lock_left_by_a_killed_process_is_stale_with_the_command_to_remove_it(tmp_path, jobs):
+    cache = tmp_path / "datasets"
+    cache.mkdir()
+    gone = cache / "_home_u_.cache_huggingface_datasets_json_default_builder.lock"
+    owner = soft_lock(jobs, gone)
+    os.killpg(owner.pid, signal.SIGKILL)
+    owner.wait(timeout=10)
+    assert gone.exists()  # the marker outlives its owner
+    held_file = cache / "parquet.lock"
+    holder = soft_lock(jobs, held_file)
+    held, stale = locks_checks(cache)
+    assert held.status == "warn"
+    assert held.detail.startswith("1 datasets lock(s) held: parquet.lock held by "
+                                  f"pid {holder.pid} (")
+    assert gone.name not in held.detail
+    assert (stale.id, stale.status) == ("data.hf_stale_locks", "warn")
+    assert stale.detail.startswith(f"1 stale datasets lock(s): {gone} (left by pid "
+                                   f"{owner.pid}, which is gone)")
+    assert stale.fix.endswith(f"rm -- {gone}")
+    assert "parquet.lock" not in stale.detail + stale.fix
+
+
+def test_lock_marker_of_another_host_counts_as_held_not_stale(tmp_path):
+    cache = tmp_path / "datasets"
+    cache.mkdir()
+    (cache / "a.lock").write_text(f"999999\nnot-{socket.gethostname()}\n")
+    (cache / "b.lock").write_text("filelock/2\npid=1\nhost=node-7\nmode=exclusive\n")
+    [held] = locks_checks(cache)
+    assert held.status == "warn"
+    assert f"pid 999999 on host not-{socket.gethostname()} (not checked from here)" in held.detail
+    assert "pid 1 on host node-7" in held.detail
+
+
+def test_flock_file_left_by_a_killed_process_is_harmless(tmp_path, jobs):
+    cache = tmp_path / "datasets"
+    cache.mkdir()
+    lock = cache / "_builder.lock"
+    holder = jobs.start([sys.executable, "-c", HOLD_LOCK, str(lock)], stdout=-1)
+    assert holder.stdout.readline().strip() == "locked"
+    os.killpg(holder.pid, signal.SIGKILL)
+    holder.wait(timeout=10)
+    [check] = locks_checks(cache)
     assert (check.status, check.detail) == ("ok", f"1 lock file(s) in {cache}, none held")

@@ -180,7 +180,7 @@ def test_rank_stuck_in_data_loading_is_named_with_its_stack(tmp_path):
     processes = {p.get("rank"): p for p in run.report()["processes"] if p.get("stack")}
     assert "load_batch" in (processes.get("2") or {}).get("stack", ""), stacks
     markdown = next((tmp_path / "hangwatch-reports").glob("*/report.md")).read_text()
-    section = markdown.split("### rank 2", 1)[1].split("\n## ", 1)[0]
+    section = markdown.split("### `rank 2", 1)[1].split("\n## ", 1)[0]
     assert "load_batch" in section
     # Its stack stands apart from the others': rank 2 is the one suspect, in data loading,
     # while ranks 0,1 wait in all_reduce; the frames' place is shown beside the log's.

@@ -75,7 +75,7 @@ def test_summary_is_a_headline_over_the_incident_report_with_headings_one_level_
 def test_summary_falls_back_to_the_advice_without_a_report():
     text = summary(incident())
     assert "- Find the rank that is not in the collective, 100% sure" in text
-    assert "_because: stack: pid 1 in all_reduce_" in text
+    assert "_because:_ `stack: pid 1 in all_reduce`" in text
 
 
 def test_a_huge_report_is_cut_below_githubs_limit(tmp_path, monkeypatch):

@@ -111,7 +111,7 @@ def test_report_md_tells_the_story(tmp_path):
     assert "- pid 42 rank 0 (python3): all_reduce (torch/distributed/" in md
     assert "### pid 42 rank 0 (python3)\n\n```text\n" + STACK + "\n```" in md
     assert "| 0 | NVIDIA H100 | 100 | 70.0/80.0 GiB | 70 | 650 W | 42\\* |" in md
-    assert ("1. Find the rank that never joined.\n   - *because:* stack: pid 42 rank 0 "
+    assert ("1. Find the rank that never joined.\n   - *because:* `stack: pid 42 rank 0 "
             "(python3) in all_reduce") in md
     assert "```text\nstep 9\n[SYNC] start\n```" in md
     stacks = (write(tmp_path) / "stacks.txt").read_text()

@@ -85,9 +85,9 @@ def test_report_shows_the_ranks_and_the_laggards_stack(tmp_path):
                             snapshot={"processes": processes}, advice=[])
     markdown = (folder / "report.md").read_text()
     section = markdown.split("## Ranks", 1)[1].split("\n## ", 1)[0]
-    assert "| 2\\* | train_loop | 5 | 1m35s |" in section  # Markdown shows 2*
-    assert "| 0,1,3 | train_loop | 8 | 3s |" in section
-    laggard = section.split("### rank 2", 1)[1]
+    assert "| `2`\\* | train_loop | 5 | 1m35s |" in section  # Markdown shows 2*
+    assert "| `0,1,3` | train_loop | 8 | 3s |" in section
+    laggard = section.split("### `rank 2", 1)[1]
     assert "pid 42 rank 2 (python)" in laggard and "load_batch (train.py:9)" in laggard
     assert "all_reduce" not in laggard
     report = json.loads((folder / "report.json").read_text())
