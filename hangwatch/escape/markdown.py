@@ -39,6 +39,16 @@ def inline(text: str) -> str:
     return _INLINE_SPECIAL.sub(r"\\\1", safe(text))
 
 
+def quoting(text: str) -> str:
+    """A sentence of hangwatch's own that quotes outside text between backticks ("rank 2 is in
+    `load_batch`"): each quoted piece becomes a code span, the rest is read as the characters
+    it is. Unbalanced backticks quote nothing: the whole is read as characters."""
+    parts = text.split("`")
+    if len(parts) % 2 == 0:
+        return inline(text)
+    return "".join(code(part) if i % 2 else inline(part) for i, part in enumerate(parts))
+
+
 def authored(text: str) -> str:
     """Text a rule pack wrote (advice, titles): Markdown as its author meant it; only control
     characters are shown, since a pack may come from anywhere too."""

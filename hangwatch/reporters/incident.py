@@ -182,7 +182,7 @@ def render_markdown(report: dict[str, Any], tail: Sequence[str], snapshot_taken:
               f"{format_duration(w['span_s'])} ({w['why']})" for w in stall.get("waits") or []),
             f"- **Sources:** {', '.join(markdown.code(s) for s in report['sources']) or 'none'}",
             ""]
-    out += _section("Key findings", [f"- {markdown.inline(line)}"
+    out += _section("Key findings", [f"- {markdown.quoting(line)}"
                                      for line in report["key_findings"]]
                     or ["- (snapshots disabled)" if not snapshot_taken else "- none"])
     if report.get("stack_groups"):
@@ -217,7 +217,7 @@ def render_markdown(report: dict[str, Any], tail: Sequence[str], snapshot_taken:
 def where_ranks_md(data: dict[str, Any]) -> list[str]:
     """The groups' sentence, the groups (where, phase, how many, which ranks, which ranks are
     elsewhere) and why each suspect is one; `hangwatch merge` writes the same."""
-    lines = [markdown.inline(data.get("stack_summary") or ""), ""] if data.get(
+    lines = [markdown.quoting(data.get("stack_summary") or ""), ""] if data.get(
         "stack_summary") else []
     lines += _table(GROUP_COLUMNS, [
         (markdown.code_cell(row[0]), *(markdown.cell(c) for c in row[1:]))
@@ -227,7 +227,7 @@ def where_ranks_md(data: dict[str, Any]) -> list[str]:
         lines.append("")
     for suspect in suspects:
         node = f"{suspect['node']}: " if suspect.get("node") else ""
-        lines.append(f"- suspect: {markdown.inline(node + str(suspect.get('why', '')))}")
+        lines.append(f"- suspect: {markdown.quoting(node + str(suspect.get('why', '')))}")
     return lines
 
 

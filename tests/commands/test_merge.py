@@ -69,7 +69,7 @@ def test_two_nodes_are_grouped_together_naming_node_and_rank(tmp_path: Path):
     assert text.startswith("# Where the ranks are, across 2 nodes\n")
     assert ("| `all_reduce (torch/distributed/distributed_c10d.py)` | collective | 3 | "
             "node-a: 0,1; node-b: 3 | 2 |") in text
-    assert "- suspect: node-b: rank 2 is in \\`SilentShard.\\_\\_getitem\\_\\_\\`" in text
+    assert "- suspect: node-b: rank 2 is in `SilentShard.__getitem__`" in text
 
 
 def test_ranks_that_agree_across_nodes_have_no_suspect(tmp_path: Path):

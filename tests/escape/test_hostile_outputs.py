@@ -242,3 +242,15 @@ def test_log_tail_and_stacks_files_carry_no_control_sequences(tmp_path):
         text = Path(folder, name).read_text()
         assert_terminal_safe(text)
     json.loads(Path(folder, "report.json").read_bytes().decode("utf-8"))
+
+
+def test_sentences_quoting_frames_show_them_as_code_and_hostile_ones_as_text():
+    from hangwatch.escape.markdown import quoting
+
+    assert quoting("rank 2 is in `load_batch` (data loading)") == (
+        "rank 2 is in `load_batch` (data loading)")
+    for line in HOSTILE:
+        for text in (f"rank 1 is in `{line}` while ranks 0 wait", f"odd ` {line}"):
+            rendered = quoting(text)
+            assert_no_html(rendered)
+            assert "\x1b" not in rendered and "\n" not in rendered
