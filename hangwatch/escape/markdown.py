@@ -42,9 +42,10 @@ def inline(text: str) -> str:
 def quoting(text: str) -> str:
     """A sentence of hangwatch's own that quotes outside text between backticks ("rank 2 is in
     `load_batch`"): each quoted piece becomes a code span, the rest is read as the characters
-    it is. Unbalanced backticks quote nothing: the whole is read as characters."""
+    it is. Anything else (unbalanced backticks, an empty quote, backticks inside a quote)
+    quotes nothing: the whole is read as characters."""
     parts = text.split("`")
-    if len(parts) % 2 == 0:
+    if len(parts) % 2 == 0 or not all(parts[1::2]):
         return inline(text)
     return "".join(code(part) if i % 2 else inline(part) for i, part in enumerate(parts))
 
