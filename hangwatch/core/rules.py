@@ -67,7 +67,10 @@ class RuleSet:
         self._starts = [Compiled(p, regex.compile(p.start)) for p in self.phases]
         self._dones = [Compiled(p, regex.compile(p.done)) for p in self.phases if p.done]
         self._signals = [Compiled(s, regex.compile(s.match)) for s in self.signals]
-        self._noise = [Compiled(n, regex.compile(n.match)) for n in self.noise]
+        # A line takes one noise rule: a pack's before the generic layer's, which
+        # `prefer_packs` would drop beside the pack's other hits on that line.
+        self._noise = [Compiled(n, regex.compile(n.match))
+                       for n in sorted(self.noise, key=lambda n: n.origin.generic)]
         self._progress = [Compiled(p, regex.compile(p.match)) for p in self.progress]
         self._finish = [Compiled(f, regex.compile(f.match)) for f in self.finish]
         self.timeouts = 0  # searches abandoned at MATCH_TIMEOUT_S

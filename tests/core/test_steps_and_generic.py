@@ -4,6 +4,7 @@ they come from."""
 from __future__ import annotations
 
 import pytest
+import regex
 
 from hangwatch.core.clock import FakeClock
 from hangwatch.core.engine import Engine
@@ -153,12 +154,49 @@ def test_a_generic_line_repeating_is_judged_by_the_wait_loop_detector():
     assert isinstance(stall, StallEvent) and stall.waits[0].count == 4
 
 
-def test_generic_ids_are_namespaced_and_the_layer_may_not_hold_noise():
+def test_generic_ids_are_namespaced_and_the_layer_may_not_hold_finish():
     rules = load_rule_set()
     assert rules.phase("generic:checkpoint_save") is not None
     with pytest.raises(ConfigErrors) as caught:
-        load_pack_text("pack: g\nlayer: generic\nnoise:\n  - id: n\n    match: x\n", "g.yaml")
-    assert "`noise` belongs in a pack" in str(caught.value)
+        load_pack_text("pack: g\nlayer: generic\nfinish:\n  - id: f\n    match: x\n", "g.yaml")
+    assert "`finish` belongs in a pack" in str(caught.value)
+
+
+PROBE = 'INFO:     10.0.0.7:{port} - "GET /health HTTP/1.1" 200 OK'
+
+
+@pytest.mark.parametrize("with_noise", [True, False])
+def test_generic_noise_keeps_health_probes_after_the_last_step_from_looking_like_progress(
+        with_noise: bool) -> None:
+    noise = "noise:\n  - id: probe\n    match: '\"GET /health HTTP/1\\.1\" 200'\n"
+    clock = FakeClock()
+    rules = RuleSet([load_pack_text(GENERIC + (noise if with_noise else ""), "g.yaml")])
+    e = Engine(rules, default_stall=60.0, clock=clock)
+    feed(e, "processing batch 7")
+    clock.advance(50)
+    feed(e, PROBE.format(port=41000))
+    clock.advance(20)
+    stalls = [ev for ev in e.tick() if isinstance(ev, StallEvent)]
+    assert bool(stalls) is with_noise
+
+
+def test_the_shipped_generic_noise_names_probes_and_idle_metrics_not_real_work():
+    rules = load_rule_set()
+    noise = [n for n in rules.noise if n.origin.generic]
+    quiet = ['INFO:     127.0.0.1:5123 - "GET /metrics HTTP/1.1" 200 OK',
+             '10.1.2.3 - - [12/May/2026 07:54:55] "GET /healthz HTTP/1.1" 200 -',
+             '"HEAD /ready HTTP/1.1" 200',
+             "INFO 05-12 07:54:39 [loggers.py:271] Engine 000: Avg prompt throughput: 0.0 "
+             "tokens/s, Avg generation throughput: 0.0 tokens/s, Running: 0 reqs, Waiting: 0 "
+             "reqs, GPU KV cache usage: 0.0%"]
+    busy = ['INFO:     172.17.0.1:54010 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
+            '"GET /health HTTP/1.1" 503 Service Unavailable',
+            "Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 60.0 "
+            "tokens/s, Running: 8 reqs, Waiting: 0 reqs"]
+    for line in quiet:
+        assert any(regex.search(n.match, line) for n in noise), line
+    for line in busy:
+        assert not any(regex.search(n.match, line) for n in noise), line
 
 
 def test_threshold_precedence_phase_stall_then_given_stall_then_stall_after():
