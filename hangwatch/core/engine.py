@@ -470,6 +470,10 @@ class Engine:
                 events.extend(self._plain(source, line, text))
             else:
                 events.extend(self._progress(source, line))
+        elif generic_only and match.signals:
+            # A generic signal is no progress; one the job keeps printing ("still waiting for
+            # rank 3 (attempt 7)") is also a wait loop, which the stall names with its count.
+            self.waits.judge(source, line, text, self.clock.monotonic())
         return placed + events  # a place named after the fact is no progress
 
     def _place_stop(self, source: str, line: int, text: str) -> list[Event]:
