@@ -7,7 +7,8 @@ import datetime as dt
 import regex
 
 # Each pattern fills year (optional), month, day, hour, minute, second, fraction (optional)
-# and a zone (optional); the first that matches near the start of the line wins.
+# and a zone (optional), in that order (read by position); the first that matches near the
+# start of the line wins.
 _PATTERNS = [
     # ISO 8601 and `2026-01-11 10:00:00,123`, bare or bracketed: [2026-01-11T10:00:00.5Z]
     regex.compile(
@@ -33,18 +34,42 @@ def parse_stamp(text: str, *, default_year: int | None = None) -> float | None:
         m = pattern.search(head)
         if m is None:
             continue
-        groups = m.groupdict()
-        year = int(groups["Y"]) if groups.get("Y") else (default_year or dt.date.today().year)
+        found = m.groups()  # by position: `regex` builds a groupdict slowly (5 µs)
+        if len(found) == 8:
+            y, month, day_, hour_, minute_, second_, fraction, zone = found
+        else:
+            month, day_, hour_, minute_, second_, fraction = found
+            y = zone = None
+        year = int(y) if y else (default_year or dt.date.today().year)
         try:
-            stamp = dt.datetime(
-                year, int(groups["M"]), int(groups["D"]), int(groups["h"]), int(groups["m"]),
-                int(groups["s"]), int((groups.get("f") or "0")[:6].ljust(6, "0")),
-                tzinfo=_zone(groups.get("z")),
-            )
+            day = _midnight_us(year, int(month), int(day_), zone)
         except ValueError:
             continue  # digits shaped like a date but not one (e.g. month 13)
-        return stamp.timestamp()
+        hour, minute, second = int(hour_), int(minute_), int(second_)
+        if hour > 23 or minute > 59 or second > 59:
+            continue  # as datetime refuses them
+        micro = int((fraction or "0")[:6].ljust(6, "0"))
+        # Whole microseconds divided once: the float datetime.timestamp() gives.
+        return (day + ((hour * 60 + minute) * 60 + second) * 1_000_000 + micro) / 1_000_000
     return None
+
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_MIDNIGHTS: dict[tuple[int, int, int, str | None], int] = {}  # a log spans few days
+
+
+def _midnight_us(year: int, month: int, day: int, zone: str | None) -> int:
+    """Microseconds from the epoch to the day's start in `zone`; ValueError for a date
+    that is none. Kept by day: building a datetime for each stamp costs more than the
+    rest of reading it."""
+    key = (year, month, day, zone)
+    found = _MIDNIGHTS.get(key)
+    if found is None:
+        start = dt.datetime(year, month, day, tzinfo=_zone(zone))
+        if len(_MIDNIGHTS) >= 4096:
+            _MIDNIGHTS.clear()
+        found = _MIDNIGHTS[key] = (start - _EPOCH) // dt.timedelta(microseconds=1)
+    return found
 
 
 def _zone(text: str | None) -> dt.tzinfo:

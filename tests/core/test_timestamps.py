@@ -23,3 +23,27 @@ def test_common_formats_parse(line, offset):
 @pytest.mark.parametrize("line", ["step 100 loss 0.5", "2026-13-45 99:00:00 not a date", ""])
 def test_lines_without_a_timestamp_give_none(line):
     assert parse_stamp(line) is None
+
+
+def test_stamps_read_by_day_give_the_float_of_a_datetime_built_for_each():
+    """The day's start is kept and the time of day added: the same float, to the bit, as
+    datetime(...).timestamp(), for every format, zone and fraction, and the same refusals
+    (hour 24, second 60, 30 February)."""
+    import random
+
+    rng = random.Random(7)
+    for _ in range(3000):
+        y, mo, d = rng.choice((1999, 2026, 2038)), rng.randint(1, 13), rng.randint(1, 31)
+        h, mi, s = rng.randint(0, 24), rng.randint(0, 60), rng.randint(0, 60)
+        frac = rng.choice(("", ".5", ",123", ".123456789", ".000001"))
+        zone = rng.choice(("", "Z", "+02:00", "-0530", "+14:00", "-25:00"))
+        line = f"(pid=1) {y}-{mo:02d}-{d:02d}T{h:02d}:{mi:02d}:{s:02d}{frac}{zone} x"
+        try:
+            tz = (dt.timezone.utc if zone in ("", "Z") else dt.timezone(
+                (-1 if zone[0] == "-" else 1) * dt.timedelta(
+                    hours=int(zone[1:3]), minutes=int(zone[-2:]))))
+            micro = int((frac[1:] or "0")[:6].ljust(6, "0"))
+            expected: float | None = dt.datetime(y, mo, d, h, mi, s, micro, tz).timestamp()
+        except ValueError:
+            expected = None
+        assert parse_stamp(line) == expected, line
