@@ -11,6 +11,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import psutil
 import pytest
 
 from hangwatch.collectors.stacks import PTRACE_HINT
@@ -65,9 +66,19 @@ class Jobs:
 
     def close(self) -> None:
         for proc in self.procs:
+            # Children that left the group (torchrun starts each worker in a session of its
+            # own) are found before their parent dies and they are handed to init.
+            try:
+                strays = psutil.Process(proc.pid).children(recursive=True)
+            except psutil.Error:
+                strays = []
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
+            for stray in strays:
+                with contextlib.suppress(psutil.Error):
+                    stray.kill()
             proc.wait(timeout=10)
+            psutil.wait_procs(strays, timeout=10)
 
 
 def wait_for_text(path: Path, text: str, timeout: float = 10.0) -> None:
