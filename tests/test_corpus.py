@@ -29,8 +29,12 @@ from tests.corpus.harness import (
 )
 
 # Measured on this branch, rounded down to the percent. Raise them when the figures rise.
-PACKS_ON_FLOOR = 90.0
-LEAVE_ONE_OUT_FLOOR = 82.0
+# Round 3 added 20 held-out hangs, half of them not named at first sight (90 % -> 87 % packs
+# on over 164 hangs; no earlier excerpt changed its packs-on answer). Left out falls to 77 %
+# because round 3's written_for record drops whole generic phases for tensorflow, megatron
+# and two frameworks new to the corpus, earlier excerpts of those frameworks included.
+PACKS_ON_FLOOR = 87.0
+LEAVE_ONE_OUT_FLOOR = 77.0
 
 
 @functools.cache
