@@ -196,7 +196,7 @@ def test_rank_stuck_in_data_loading_is_named_with_its_stack(tmp_path):
     where = markdown.split("## Where the ranks are", 1)[1].split("\n## ", 1)[0]
     assert "| `all_reduce (torch/distributed/distributed_c10d.py)` | collective | 2 | 0,1 | 2 |" \
         in where
-    assert "- suspect: rank 2 is in \\`load_batch\\` (data loading)" in where
+    assert "- suspect: rank 2 is in `load_batch` (data loading)" in where
     assert "suspect:           rank 2 is in `load_batch`" in run.stderr  # the plain output
 
 
