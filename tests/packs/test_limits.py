@@ -104,9 +104,13 @@ def test_catastrophic_pattern_on_a_long_line_costs_one_bounded_search(prefiltere
     started = time.monotonic()
     engine.feed_block("job.log", line * 3 + b"step 1 done\n")
     elapsed = time.monotonic() - started
-    # Matched line by line, each search is cut at the timeout; Hyperscan, where it can take
+    # Matched line by line, each search is cut at the timeout (on a loaded machine a
+    # built-in pattern's search of such a line may be cut too); Hyperscan, where it can take
     # the pattern whole, never backtracks at all.
-    assert rules.timeouts == (0 if prefiltered and prefilter is not None else 3)
+    if prefiltered and prefilter is not None:
+        assert rules.timeouts == 0
+    else:
+        assert rules.timeouts >= 3
     # Unbounded, these searches would take minutes: a loaded machine adds seconds at most.
     assert elapsed < 3 * rules_module.MATCH_TIMEOUT_S + 5.0
     assert engine.state()["lines"] == {"job.log": 4}
