@@ -14,7 +14,7 @@ from hangwatch.packs.load import load_rule_set
 from hangwatch.reporters.base import Reporter
 from hangwatch.session.engines import engine_for
 from hangwatch.session.evidence import evidence_collector
-from hangwatch.session.preview import tail_preview
+from hangwatch.session.preview import preview_within
 from hangwatch.session.session import Session, SessionOptions
 
 LIVE_REFRESH_S = 1.0
@@ -100,8 +100,10 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                              turn_s=telling.turn_s, summarize_catch_up=summarized(args))
     preview = None
     if len(sources) == 1:  # one log: its end tells where the job is before all is read
-        preview = tail_preview(sources[0], lambda before: engine_for(
+        preview, running = preview_within(sources[0], lambda before: engine_for(
             rules, args, lines_before=before, prefilter=engine.prefilter))  # shared, as serve's
+        if running:  # it may still scan with the shared prefilter: the watch takes its own
+            engine = engine_for(rules, args, history)
     session = Session(engine, [*make_reporters(args, out), *telling.reporters, *keep], options,
                       sources, collect=collect, on_turn=telling.on_turn, preview=preview)
     group = FollowerGroup(paths, out=session.queue, poll=args.poll)

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import BinaryIO
 
+from hangwatch.collectors.bounded import Background
 from hangwatch.core.engine import Engine
 from hangwatch.core.lines import LineSplitter
 
@@ -30,6 +31,7 @@ READ_CHUNK = 1 << 20
 TAIL_LINES = 200  # kept for the incident report's log tail, as the session keeps
 GENERIC = "generic"  # the pack of phases named from any log's words
 WIDEN = 4  # the second try reads this many times more
+WITHIN_S = 10.0  # a tail not read by then (a hung mount) is not waited for
 
 
 @dataclass(frozen=True)
@@ -131,6 +133,17 @@ def tail_preview(path: str, make_engine: Callable[[dict[str, int]], Engine], *,
     except OSError:
         pass  # the follower reports what is wrong with the file
     return None
+
+
+def preview_within(path: str, make_engine: Callable[[dict[str, int]], Engine], *,
+                   within_s: float = WITHIN_S) -> tuple[Preview | None, bool]:
+    """`tail_preview` on a thread of its own, waited for `within_s` at most: a log on a hung
+    mount blocks that thread, never the watcher (its follower says the log is stuck). The
+    flag says the preview is still running: its engine may still be matching, so nothing it
+    was given (a shared prefilter) may be used meanwhile."""
+    work = Background(lambda: tail_preview(path, make_engine), "preview")
+    preview, _ = work.result(within_s)
+    return preview, not work.done()
 
 
 def _preview(path: str, make_engine: Callable[[dict[str, int]], Engine],

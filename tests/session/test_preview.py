@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from hangwatch.core.events import StallEvent
 from hangwatch.core.lines import LineSplitter
 from hangwatch.packs.load import load_rule_set
 from hangwatch.session.engines import build_engine, prefilter_for
-from hangwatch.session.preview import feed_tail, find_tail, tail_preview
+from hangwatch.session.preview import MIN_BYTES, feed_tail, find_tail, preview_within, tail_preview
 from hangwatch.session.session import Session, SessionOptions
 from hangwatch.sources.feed import Block, CaughtUp, FilePos
 from tests.session.test_session import Recorder
@@ -150,3 +151,25 @@ def test_session_with_preview_reports_the_same_events_as_reading_from_the_start(
         stalls = [e for e in previewed if isinstance(e, tuple)]
         assert len(stalls) == 1 and previewed[0] == stalls[0], log.name  # the stall first
         assert sorted(map(repr, previewed)) == sorted(map(repr, plain)), log.name
+
+
+def test_a_preview_that_blocks_is_not_waited_for_past_its_bound(tmp_path: Path):
+    """The tail is read on a thread of its own: one that blocks (here in making its engine,
+    as a read on a hung mount would) leaves the watcher free, and says it still runs."""
+    log = tmp_path / "big.log"
+    with log.open("wb") as fh:
+        fh.truncate(MIN_BYTES + (1 << 20))
+    release = threading.Event()
+
+    def blocked_engine(_before):
+        release.wait(30)
+        raise RuntimeError("released")
+
+    started = time.monotonic()
+    try:
+        preview, running = preview_within(str(log), blocked_engine, within_s=0.5)
+        assert (preview, running) == (None, True)
+        assert time.monotonic() - started < 5
+    finally:
+        release.set()
+
