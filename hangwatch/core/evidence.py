@@ -15,6 +15,7 @@ import regex
 
 from hangwatch.core.events import Advice
 from hangwatch.core.model import DiagnosisRule
+from hangwatch.core.stacktext import FRAME_LINE
 
 # The conditions a `diagnoses` rule may use in `when`, with the values each accepts.
 # A condition holds when the fact's value is one of the listed values (`stack` takes a regex).
@@ -41,7 +42,6 @@ _STATUS_WORDS = {"disk-sleep": "in uninterruptible disk sleep (D)", "zombie": "a
 # Frames that say only "this thread waits"; the frame that called them says on what.
 _INTERNAL_FILES = regex.compile(r"(?:^|/)(?:threading|selectors|queue)\.py$"
                                 r"|(?:^|/)concurrent/futures/_base\.py$")
-_FRAME = regex.compile(r"^\s+(?P<func>\S.*?) \((?P<file>[^()]*?)(?::(?P<line>\d+))?\)\s*$")
 
 Observation = tuple[str, str]  # (value, evidence)
 
@@ -210,7 +210,7 @@ def _frames(snapshot: dict[str, Any]) -> Iterator[tuple[str, str]]:
 
 
 def stack_frames(stack: str) -> list[str]:
-    return [line.strip() for line in stack.splitlines() if _FRAME.match(line)]
+    return [line.strip() for line in stack.splitlines() if FRAME_LINE.match(line)]
 
 
 def telling_frame(stack: str | None) -> str | None:
@@ -225,7 +225,7 @@ def telling_frame(stack: str | None) -> str | None:
             threads.append([])
             if main is None and '"MainThread"' in line:
                 main = len(threads) - 1
-        elif m := _FRAME.match(line):
+        elif m := FRAME_LINE.match(line):
             if not threads:
                 threads.append([])
             threads[-1].append((line.strip(), m["file"]))

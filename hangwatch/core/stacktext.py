@@ -11,7 +11,8 @@ import re
 from dataclasses import dataclass
 
 # `    function (file:line)` or `    function (file)`; a native frame may be `0x7f.. (lib.so)`.
-_FRAME = re.compile(r"^\s+(?P<func>\S.*?) \((?P<file>[^()]*?)(?::(?P<line>\d+))?\)\s*$")
+# One reading of py-spy's frame lines for every use of them (core/evidence.py too).
+FRAME_LINE = re.compile(r"^\s+(?P<func>\S.*?) \((?P<file>[^()]*?)(?::(?P<line>\d+))?\)\s*$")
 # `Thread 8225 (idle): "MainThread"`, `Thread 0x7F3A (active+gil)`, `Thread 8858 (idle)`.
 _THREAD = re.compile(r'^Thread (?P<tid>0x[0-9A-Fa-f]+|\d+)(?: \((?P<state>[^)]*)\))?'
                      r'(?::\s*"(?P<name>.*)")?')
@@ -55,7 +56,7 @@ def parse_dump(text: str) -> tuple[Thread, ...]:
             head = (int(tid, 16) if tid.startswith("0x") else int(tid), thread["name"],
                     "active" in (thread["state"] or ""))
             frames = []
-        elif head is not None and (match := _FRAME.match(line)) is not None:
+        elif head is not None and (match := FRAME_LINE.match(line)) is not None:
             frame = normalise(match["func"], match["file"])
             if frame is not None:
                 frames.append(frame)
