@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -31,7 +30,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import PYTHON, REPO, Row, note, render
+from common import PYTHON, REPO, Row, free_port, note, render, stop
 from loggen import generate
 
 CPU_GOAL = 0.003  # of one core
@@ -73,15 +72,6 @@ def serve(folder: Path, config: Path, systemd: Systemd) -> subprocess.Popen[byte
                                 stdout=out, stderr=err, env=env, cwd=folder)
 
 
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
 def write_config(folder: Path, watches: dict[str, str], outputs: bool = False) -> Path:
     (folder / "pack.yaml").write_text(PACK)
     lines = ["state_dir: state"]
@@ -95,12 +85,6 @@ def write_config(folder: Path, watches: dict[str, str], outputs: bool = False) -
     path = folder / "serve.yaml"
     path.write_text("\n".join(lines) + "\n")
     return path
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def idle(tmp: Path, seconds: float, outputs: bool = False) -> list[Row]:

@@ -19,8 +19,6 @@ import argparse
 import json
 import os
 import re
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -33,7 +31,10 @@ from typing import TextIO
 
 import psutil
 
-REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import REPO, free_port, stop
+
 WATCHES = 8
 RATE = 600  # lines per second per log
 ROTATE_S = 40.0
@@ -180,12 +181,6 @@ class Writers:
         return out
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def scrape(port: int) -> dict[str, int]:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
         text = resp.read().decode()
@@ -247,12 +242,7 @@ def soak(folder: Path, seconds: float, warmup_s: float) -> Result:
         samples.append(settled(ps, start, steady(samples, "fds")))
     finally:
         writers.finish()
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc, timeout=30)
     bad = []
     for line in (folder / "events.jsonl").read_text(errors="replace").splitlines():
         with_event = json.loads(line) if line.startswith("{") else {}
