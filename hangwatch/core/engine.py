@@ -27,6 +27,7 @@ from hangwatch.core.events import (
     Wait,
 )
 from hangwatch.core.history import History
+from hangwatch.core.lines import last_lines
 from hangwatch.core.model import PhaseRule
 from hangwatch.core.order import Between, expected_next
 from hangwatch.core.phases import PhaseTracker, TimelineEntry, Where
@@ -133,7 +134,7 @@ class Engine:
         self.lines[source] += len(joined)  # the rows joined onto others are read too
         self.ranks.feed_block(source, data, self.tracker.current)  # ranks: prefixes, world
         self._block = None
-        self._keep_tail(source, _last_lines(data, BEFORE_LINES))
+        self._keep_tail(source, last_lines(data, BEFORE_LINES))
         return events
 
     def _keep_tail(self, source: str, lines: list[bytes]) -> None:
@@ -689,16 +690,6 @@ class Engine:
             between=self._between_text(),
             context=self._place_text(),
         )
-
-
-
-
-def _last_lines(data: bytes, n: int) -> list[bytes]:
-    """The last `n` lines of `data` (lines ending in b"\\n")."""
-    parts = data.rsplit(b"\n", n + 1)
-    if parts and parts[-1] == b"":
-        parts.pop()
-    return parts[-n:]
 
 
 def _lines(data: bytes) -> list[bytes]:

@@ -124,3 +124,12 @@ def _has_crlf(data: bytes) -> bool:
             return True
         i = data.find(b"\r", i + 1)
     return b"\r\n" in data
+
+
+def last_lines(data: bytes, n: int) -> list[bytes]:
+    """The last `n` lines of `data` (lines ending in b"\\n"), without their line ends: one
+    rsplit, however long the block."""
+    parts = data.rsplit(b"\n", n + 1)
+    if parts and parts[-1] == b"":
+        parts.pop()
+    return parts[-n:]

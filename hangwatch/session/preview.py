@@ -23,7 +23,7 @@ from typing import BinaryIO
 
 from hangwatch.collectors.bounded import Background
 from hangwatch.core.engine import Engine
-from hangwatch.core.lines import LineSplitter
+from hangwatch.core.lines import LineSplitter, last_lines
 
 MIN_BYTES = 16 << 20  # smaller files are read whole in about a second
 TAIL_BYTES = 4 << 20
@@ -101,7 +101,7 @@ def feed_tail(fh: BinaryIO, tail: Tail, engine: Engine, source: str) -> tuple[by
             end = fh.tell() - len(chunk) + at + 1
         lines = splitter.push(chunk)
         engine.feed_block(source, lines)  # the history's events: the real engine tells them
-        kept = b"\n".join((kept + lines).rsplit(b"\n", TAIL_LINES + 1)[-(TAIL_LINES + 1):])
+        kept = b"".join(line + b"\n" for line in last_lines(kept + lines, TAIL_LINES))
     return kept, end
 
 

@@ -19,6 +19,7 @@ from hangwatch.core.catchup import CatchUpSummary
 from hangwatch.core.durations import format_duration
 from hangwatch.core.engine import Engine
 from hangwatch.core.events import Advice, Event, Incident, Notice, PhaseEvent, StallEvent
+from hangwatch.core.lines import last_lines
 from hangwatch.core.stackgroups import frames_phase
 from hangwatch.errors import ExitStatus
 from hangwatch.reporters.advice import rank_advice
@@ -251,7 +252,7 @@ class Session:
         return self._preview.engine if self._preview is not None else self.engine
 
     def _remember_tail(self, block: Block) -> None:
-        lines = block.data.rsplit(b"\n", TAIL_LINES + 1)[-(TAIL_LINES + 1):]
+        lines = last_lines(block.data, TAIL_LINES)
         prefix = f"{Path(block.path).name}: " if len(self.sources) > 1 else ""
         self.tail.extend(prefix + raw.decode("utf-8", "replace") for raw in lines if raw)
 
