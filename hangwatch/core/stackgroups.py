@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from hangwatch.core.members import Member
+from hangwatch.core.ranks import span
 from hangwatch.core.stackrules import PEER_WAIT_PHASES, StackRule, rule_for
 from hangwatch.core.stacktext import Frame, Thread, main_thread
 
@@ -224,24 +225,9 @@ def _names(ms: Sequence[Member]) -> str:
     """`ranks 0-2,5`, `rank 3`, or `pids 17,19` when some have no rank."""
     if all(m.rank is not None for m in ms):
         ranks = sorted({m.rank for m in ms if m.rank is not None})
-        return f"rank{'s' if len(ranks) > 1 else ''} {rank_ranges(ranks)}"
+        return f"rank{'s' if len(ranks) > 1 else ''} {span([str(r) for r in ranks])}"
     pids = sorted(m.pid for m in ms)
     return f"pid{'s' if len(pids) > 1 else ''} {','.join(map(str, pids))}"
-
-
-def rank_ranges(numbers: Sequence[int]) -> str:
-    """`0-2,5` for [0, 1, 2, 5] (sorted, no repeats)."""
-    parts: list[str] = []
-    start = prev = numbers[0]
-    for n in [*numbers[1:], None]:
-        if n is not None and n == prev + 1:
-            prev = n
-            continue
-        parts.append(str(start) if prev == start else
-                     f"{start},{prev}" if prev == start + 1 else f"{start}-{prev}")
-        if n is not None:
-            start = prev = n
-    return ",".join(parts)
 
 
 def _summary(suspects: Sequence[Suspect], whole: Sequence[str],

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from hangwatch.core.evidence import gib_pair, human_bytes
-from hangwatch.core.stackgroups import rank_ranges
+from hangwatch.core.ranks import span
 
 PROCESS_COLUMNS = ("pid", "found by", "rank", "name", "status", "CPU %", "RSS", "threads",
                    "GPUs", "command")
@@ -90,7 +90,7 @@ def group_rows(data: dict[str, Any]) -> list[tuple[str, ...]]:
         ranks = {r for r in g.get("ranks") or [] if isinstance(r, int)}
         elsewhere = [r for r in world if r not in ranks] if ranks else []
         rows.append((str(g.get("where", "")), str(g.get("phase") or ""), str(g.get("count", "")),
-                     members_text(g), rank_ranges(elsewhere) if elsewhere else ""))
+                     members_text(g), span([str(r) for r in elsewhere])))
     return rows
 
 
@@ -106,7 +106,7 @@ def members_text(group: dict[str, Any]) -> str:
     parts = []
     for node, (ranked, unranked) in by_node.items():
         text = ", ".join(filter(None, [
-            rank_ranges(sorted(set(ranked))) if ranked else "",
+            span([str(r) for r in ranked]),
             f"pid{'s' if len(unranked) > 1 else ''} {','.join(map(str, unranked))}"
             if unranked else ""]))
         parts.append(f"{node}: {text}" if node else text)
