@@ -21,9 +21,9 @@ from hangwatch.collectors.bounded import run_command
 from hangwatch.collectors.stackgroups import (
     StackOptions,
     collect_groups,
-    load_stack_rules,
 )
 from hangwatch.collectors.stacks import find_py_spy
+from hangwatch.packs.load import load_rule_set
 
 RANK = """
 import os, sys, time
@@ -56,7 +56,7 @@ def main() -> int:
     parser.add_argument("--sizes", default="8,16,32")
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
-    rules = load_stack_rules()
+    rules = load_rule_set().stack_rules
     py_spy = find_py_spy()
     if py_spy is None:
         print("py-spy not found")

@@ -22,11 +22,9 @@ from hangwatch.collectors.members import read_members
 from hangwatch.collectors.stacks import PTRACE_HINT, Runner, dump_stacks, find_py_spy
 from hangwatch.core.kernelwait import kernel_place
 from hangwatch.core.members import Member
-from hangwatch.core.rules import RuleSet
 from hangwatch.core.stackgroups import Place, StackGroups, group, place_of, unreadable_place
 from hangwatch.core.stackrules import StackRule
 from hangwatch.core.stacktext import parse_dump
-from hangwatch.packs.load import load_builtin_packs
 
 
 @dataclass(frozen=True)
@@ -49,11 +47,6 @@ class Collected:
     def to_json(self) -> dict[str, Any]:
         return {**self.groups.to_json(), "members": [m.to_json() for m in self.members],
                 "notes": list(self.notes), "elapsed_s": round(self.elapsed_s, 2)}
-
-
-def load_stack_rules() -> tuple[StackRule, ...]:
-    """The built-in packs' `stacks:` rules (the generic layer's, under any pack's own)."""
-    return RuleSet(load_builtin_packs()).stack_rules
 
 
 def collect_groups(pids: Sequence[int], *, rules: Sequence[StackRule],

@@ -46,12 +46,12 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             err.write(f"hangwatch snapshot: --match {args.match!r} is not a valid regular "
                       f"expression: {exc}\n")
             return ExitStatus.USAGE
-    from hangwatch.collectors.stackgroups import load_stack_rules
+    from hangwatch.packs.load import load_rule_set
 
     options = SnapshotOptions(pids=tuple(args.pid), match=args.match,
                               log_paths=tuple(Path(p) for p in args.log),
                               stacks=args.stacks, native=args.native,
-                              stack_rules=load_stack_rules())
+                              stack_rules=load_rule_set().stack_rules)
     snapshot = take_snapshot(options)
     folder = _keep(snapshot, args.report_dir, err) if args.report_dir else None
     if args.json:

@@ -7,8 +7,9 @@ from pathlib import Path
 from hangwatch.collectors.bounded import CommandResult
 from hangwatch.collectors.discover import ProcFS
 from hangwatch.collectors.members import read_members
-from hangwatch.collectors.stackgroups import StackOptions, collect_groups, load_stack_rules
+from hangwatch.collectors.stackgroups import StackOptions, collect_groups
 from hangwatch.collectors.stacks import PTRACE_HINT
+from hangwatch.packs.load import load_rule_set
 
 PROC = Path(__file__).resolve().parents[1] / "fixtures" / "proc"
 PIDS = [4000, 4100, 4101, 4102, 4103, 4105, 4300]
@@ -23,7 +24,7 @@ def refused(argv, timeout, env):
 
 
 def collect():
-    return collect_groups(PIDS, rules=load_stack_rules(), procfs=ProcFS(PROC),
+    return collect_groups(PIDS, rules=load_rule_set().stack_rules, procfs=ProcFS(PROC),
                           py_spy="py-spy", runner=refused, arch="x86_64",
                           options=StackOptions(budget=5))
 

@@ -17,16 +17,16 @@ from hangwatch.collectors.stackgroups import (
     Collected,
     StackOptions,
     collect_groups,
-    load_stack_rules,
 )
 from hangwatch.collectors.stacks import PTRACE_HINT
+from hangwatch.packs.load import load_rule_set
 from tests.e2e.jobs.jobkit import free_port
 from tests.fakes.jobs import wait_for
 
 pytest.importorskip("torch")
 JOBS = Path(__file__).resolve().parent / "stackjobs"
 TORCHRUN = Path(sys.executable).parent / "torchrun"
-RULES = load_stack_rules()
+RULES = load_rule_set().stack_rules
 
 
 def collect(pids) -> Collected:

@@ -8,15 +8,15 @@ import json
 from pathlib import Path
 
 from hangwatch.cli import main
-from hangwatch.collectors.stackgroups import load_stack_rules
 from hangwatch.core.events import StallEvent
 from hangwatch.core.members import Member
 from hangwatch.core.stackgroups import group, place_of
 from hangwatch.core.stacktext import parse_dump
+from hangwatch.packs.load import load_rule_set
 from hangwatch.reporters.incident import write_incident
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "stacks" / "data"
-RULES = load_stack_rules()
+RULES = load_rule_set().stack_rules
 
 
 def node_report(tmp_path: Path, host: str, ranks: dict[int, str]) -> Path:

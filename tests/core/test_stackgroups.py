@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from hangwatch.collectors.stackgroups import load_stack_rules
 from hangwatch.core.members import Member
 from hangwatch.core.stackgroups import Place, group, place_of
 from hangwatch.core.stacktext import normalise, parse_dump
+from hangwatch.packs.load import load_rule_set
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "stacks"
@@ -17,7 +17,7 @@ FIXTURES = ROOT / "tests" / "fixtures" / "stacks"
 
 @pytest.fixture(scope="module")
 def rules():
-    return load_stack_rules()
+    return load_rule_set().stack_rules
 
 
 def place(rules, name: str) -> Place:
