@@ -83,6 +83,8 @@ def result(engine: Engine, quiet_s: float) -> dict[str, Any]:
         "last_completed": state["last_completed"],
         "between": state["between"],
         "context": state["context"],
+        "place": state["place"],
+        "place_title": state["place_title"],
         "quiet_s": round(quiet_s, 3),
         "threshold_s": state["threshold_s"],
         "threshold_from": state["threshold_from"],
@@ -105,6 +107,9 @@ def render(data: dict[str, Any], out: TextIO) -> None:
             "stalled": "STALLED"}[data["verdict"]]
     print(f"verdict:        {head}", file=out)
     print(f"phase open:     {where_text(data) if data['phase'] else 'none'}", file=out)
+    if data["place"]:
+        print(safe(f"place:          {data['place_title']} [{data['place']}], by the last "
+                   "lines"), file=out)
     if data["marker"]:
         print(safe(f"named by:       {data['marker']}"), file=out)
     if data["context"]:

@@ -34,6 +34,16 @@ COUNTER = regex.compile(
     r"|(?i:\b(?:epoch|step|iter(?:ation)?|batch)\s*[:=#]?\s*\[?\d+)")
 
 
+# At the silence no stop line vouches that a loop was cut short, so only what is surely a
+# loop's progress counts: a bar (`45%|`, `| 9/20 [`) or a named counter (`step 12`), not any
+# `N/M` (a date, an NCCL channel).
+BAR = regex.compile(r"\d{1,3}%\s*\||\|\s*\d+/\d+\s*\[")
+NAMED_COUNTER = regex.compile(r"(?i)\b(?:epoch|step|iter(?:ation)?|batch)\s*[:=#]?\s*\[?\d+")
+# A line of training metrics (`{'loss': 0.0138, 'learning_rate': ...}`, `loss=2.31`): the
+# job was in its training loop, or its evaluation when the loss is an eval/validation one.
+METRICS = regex.compile(r"(?i)(?<![\w/])(?:(?P<eval>eval|val|valid|validation|test)[_/ ])?"
+                        r"loss['\"]?\s*[:=]\s*-?\d")
+
 # What a bar's or counter's own words say it counts, by the generic layer's phase ids: a
 # stop line after `Tokenizing: 45%|` or `Validation 3/50` belongs to that loop even where no
 # rule names the framework's words for it. The first that matches wins.
@@ -62,10 +72,10 @@ class Place:
     counter: str = ""  # the bar or counter line, when that came after the phase line
     by_start: bool = False  # `phase` is a rule's START the engine has read already
 
-    def describe(self) -> str:
+    def describe(self, before: str = "before") -> str:
         where = f"{self.phase.title} ({self.phase.id})" if self.phase else "a progress line"
         shown = self.counter or self.text
-        return f"{where}, {self.back} line(s) before: {shown[:TEXT_CHARS]}"
+        return f"{where}, {self.back} line(s) {before}: {shown[:TEXT_CHARS]}"
 
 
 def is_stop(text: str) -> bool:
@@ -95,6 +105,34 @@ def place_before(lines: Sequence[str], stop: str,
     if counter is not None:
         return Place(_counted(counter[0], generic), counter[0].strip(), counter[1])
     return None
+
+
+def place_at_silence(lines: Sequence[str], starts: Callable[[str], Sequence[PhaseRule]],
+                     generic: Callable[[str], PhaseRule | None]) -> Place | None:
+    """Where the last lines (oldest first) show the job went quiet: the newest bar or named
+    counter within BEFORE_LINES, named by its own words (the text before a bar's percent),
+    else by a line of training metrics before it; or that metrics line alone. A phase
+    START found first is returned with `by_start` (the engine read it already)."""
+    found: tuple[str, int, PhaseRule | None] | None = None
+    for back, text in enumerate(reversed(lines[-BEFORE_LINES:]), start=1):
+        rules = starts(text)
+        if rules:
+            return Place(rules[0], text.strip(), back, by_start=True)
+        metrics = METRICS.search(text)
+        if metrics is not None:
+            phase = generic("evaluation" if metrics["eval"] else "train_loop")
+            if found is None:
+                return Place(phase, text.strip(), back)
+            if found[2] is None:
+                return Place(phase, found[0].strip(), found[1])
+            break
+        if found is None:
+            bar = BAR.search(text)
+            if bar is not None:
+                found = (text, back, _counted(text[:bar.start()], generic))
+            elif NAMED_COUNTER.search(text):
+                found = (text, back, _counted(text, generic))
+    return Place(found[2], found[0].strip(), found[1]) if found is not None else None
 
 
 def _counted(text: str, generic: Callable[[str], PhaseRule | None]) -> PhaseRule | None:

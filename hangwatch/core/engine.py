@@ -12,7 +12,13 @@ from typing import Any
 
 import regex
 
-from hangwatch.core.before import BEFORE_LINES, Place, is_stop, place_before
+from hangwatch.core.before import (
+    BEFORE_LINES,
+    Place,
+    is_stop,
+    place_at_silence,
+    place_before,
+)
 from hangwatch.core.clock import Clock
 from hangwatch.core.durations import format_duration
 from hangwatch.core.events import (
@@ -104,6 +110,10 @@ class Engine:
         self._place_named: bool = False  # the place opened the phase in progress
         self._place_looked = False
         self._between: dict[str, Between | None] = {}  # by the phase completed last
+        # Nothing open and no stop line: the place the last lines show (`silence`), kept
+        # until the source, its line count or the phase completed last changes.
+        self._last_fed: str | None = None
+        self._silence: tuple[tuple[object, ...], Place | None] | None = None
 
     # --- input ---------------------------------------------------------------------------
 
@@ -138,6 +148,7 @@ class Engine:
         return events
 
     def _keep_tail(self, source: str, lines: list[bytes]) -> None:
+        self._last_fed = source
         tail = self._tails.setdefault(source, [])
         tail.extend(raw.decode("utf-8", "replace") for raw in lines)
         del tail[:-BEFORE_LINES]
@@ -391,6 +402,7 @@ class Engine:
         entry = self.tracker.current_entry
         step, last_step = self.tracker.current_step, self.tracker.last_step
         threshold, threshold_from = self.threshold_from()
+        placed = self.placed()
         return {
             "phase": current.id if current else None,
             "phase_title": current.title if current else None,
@@ -404,6 +416,8 @@ class Engine:
             "last_completed_title": last.title if last else None,
             "between": self._between_text(),
             "context": self._place_text(),
+            "place": placed.id if placed else None,
+            "place_title": placed.title if placed else None,
             "idle_s": round(self.idle(), 3),
             "threshold_s": threshold,
             "threshold_from": threshold_from,
@@ -481,12 +495,8 @@ class Engine:
         """A stop line (timeout, abort, watchdog) takes its place from the lines before it:
         the phase that place names opens when none is open (core/before.py)."""
         self._place_looked = True
-
-        def starts(candidate: str) -> tuple[PhaseRule, ...]:
-            found = self.rules.match(candidate)
-            return found.phase_starts if found is not None else ()
-
-        place = place_before(self._lines_before(source), text, starts, self._generic_phase)
+        place = place_before(self._lines_before(source), text, self._starts,
+                             self._generic_phase)
         current, step = self.tracker.current, self.tracker.current_step
         open_ids = {r.id for r in (current, step[0] if step else None) if r is not None}
         if place is None or (place.phase is not None and place.phase.id in open_ids
@@ -518,12 +528,47 @@ class Engine:
         return tail[-BEFORE_LINES:]
 
     def _place_text(self) -> str:
-        """Where the place of a stop line came from, for the verdict's `context`."""
+        """Where the place of a stop line came from, for the verdict's `context`; with no
+        stop line, the place the last lines show (`silence`)."""
         if self._place is None:
-            return ""
+            silence = self.silence()
+            return f"where it went quiet: {silence.describe('from the end')}" if silence else ""
         if self._place_named:
             return f"named by the line before the stop: {self._place.describe()}"
         return f"before the stop: {self._place.describe()}"
+
+    def silence(self) -> Place | None:
+        """Nothing open and no stop line: the newest progress bar or counter in the last
+        lines, newer than the end of the phase completed last, says where the job went
+        quiet (core/before.py). Its own words name the loop (`Validation: 45%|`), or it is
+        shown as a progress line; a phase START there was read already and what is between
+        says more."""
+        source = self._last_fed
+        if self.tracker.current is not None or self._place is not None or source is None:
+            return None
+        ended = max((e.end_line for e in self.tracker.timeline[-8:]
+                     if e.source == source and e.end_line is not None), default=0)
+        key = (source, self.lines.get(source, 0), ended)
+        if self._silence is not None and self._silence[0] == key:
+            return self._silence[1]
+        place = place_at_silence(self._tails.get(source, []), self._starts,
+                                 self._generic_phase)
+        if place is not None and (place.by_start
+                                  or self.lines.get(source, 0) - place.back + 1 <= ended):
+            place = None  # a phase read already, or a bar of the phase completed last
+        self._silence = (key, place)
+        return place
+
+    def placed(self) -> PhaseRule | None:
+        """The phase the place of a stop line or of the silence names, when none is open."""
+        if self.tracker.current is not None:
+            return None
+        place = self._place if self._place is not None else self.silence()
+        return place.phase if place is not None else None
+
+    def _starts(self, candidate: str) -> tuple[PhaseRule, ...]:
+        found = self.rules.match(candidate)
+        return found.phase_starts if found is not None else ()
 
     def between(self) -> Between | None:
         """Nothing open: the place expected next after the last phase completed."""
@@ -689,6 +734,7 @@ class Engine:
             desync=ranks.desync,
             between=self._between_text(),
             context=self._place_text(),
+            place=placed.id if (placed := self.placed()) else None,
         )
 
 

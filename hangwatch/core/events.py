@@ -123,6 +123,7 @@ class StallEvent:
     desync: str = ""  # where each rank's collectives stand, from the NCCL watchdog's lines
     between: str = ""  # nothing open: after the last phase, before the one expected next
     context: str = ""  # the place a stop line took from the lines before it (core/before.py)
+    place: str | None = None  # nothing open: the phase that place, or the last lines, name
 
 
 @dataclass(frozen=True)

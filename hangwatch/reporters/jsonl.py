@@ -72,6 +72,7 @@ def incident_dict(incident: Incident) -> dict[str, Any]:
         "last_completed": stall.last_completed,
         "between": stall.between,
         "context": stall.context,
+        "place": stall.place,
         "idle_s": round(stall.idle_s, 3),
         "threshold_s": stall.threshold_s,
         "threshold_from": stall.threshold_from,

@@ -7,6 +7,7 @@ from hangwatch.core.before import BEFORE_LINES, place_before
 from hangwatch.core.clock import FakeClock
 from hangwatch.core.engine import Engine
 from hangwatch.core.order import USUAL, expected_next
+from hangwatch.core.prefilter import build_prefilter
 from hangwatch.core.rules import RuleSet
 from hangwatch.packs.load import load_pack_text, load_rule_set
 
@@ -107,6 +108,70 @@ def test_a_stop_line_reads_the_same_lines_across_blocks_and_line_by_line():
     by_block.feed_block("log", data[:40].rsplit(b"\n", 1)[0] + b"\n")
     by_block.feed_block("log", data[len(data[:40].rsplit(b"\n", 1)[0]) + 1:])
     assert by_line.state()["context"] == by_block.state()["context"] != ""
+
+
+# --- where the last lines show the job went quiet ---------------------------------------------
+
+def fed(lines: list[str], rules: RuleSet | None = None, prefilter: bool = False) -> Engine:
+    e = engine(rules) if not prefilter else Engine(
+        rules or load_rule_set(), default_stall=600.0, clock=FakeClock(),
+        prefilter=build_prefilter(rules or load_rule_set(), None))
+    e.feed_block("log", b"".join(x.encode() + b"\n" for x in lines))
+    return e
+
+
+def test_a_bar_whose_words_name_a_loop_places_a_silence_with_nothing_open():
+    state = fed(["model ready", "Scoring test set: 45%|####5 | 9/20 [00:03<00:04]"]).state()
+    assert state["phase"] is None and state["place"] == "generic:evaluation"
+    assert state["context"].startswith("where it went quiet: Evaluation or validation")
+    assert "1 line(s) from the end: Scoring test set: 45%" in state["context"]
+
+
+def test_a_bare_bar_is_shown_as_a_progress_line_and_names_no_phase():
+    state = fed(["100%|##########| 100/100 [01:22<00:00]", " 34%|###3 | 670/2000 [14:58<29:42]"]
+                ).state()
+    assert state["place"] is None
+    assert "a progress line, 1 line(s) from the end:  34%" not in state["context"]
+    assert "a progress line, 1 line(s) from the end: 34%|###3 | 670/2000" in state["context"]
+
+
+def test_a_bare_bar_after_training_metrics_is_the_training_loop_and_an_eval_loss_evaluation():
+    train = fed(["{'loss': 0.0117, 'learning_rate': 6.9e-05, 'epoch': 0.99}",
+                 " 33%|###3 | 1128/3384 [05:28<10:53,  3.45it/s]"]).state()
+    assert train["place"] == "generic:train_loop"
+    assert "1128/3384" in train["context"]
+    evaluating = fed(["step 40 eval_loss=2.31 eval_acc=0.4"]).state()
+    assert evaluating["place"] == "generic:evaluation"
+
+
+def test_dates_and_channel_numbers_are_no_counter_at_the_silence():
+    state = fed(["[09/03 14:31:46 d2.utils.env]: Using a generated random seed 46115224",
+                 "node:1:1 [1] NCCL INFO Channel 22/0 : 1[1] -> 0[0] via P2P/IPC/read"]).state()
+    assert state["place"] is None and state["context"] == ""
+
+
+def test_a_bar_of_the_phase_completed_last_leaves_the_place_to_what_is_between():
+    rules = RuleSet([*load_rule_set().packs, load_pack_text(PACK, "boot.yaml")])
+    state = fed(["fetching env", "Tokenizing: 45%|####5 | 450/1000 [00:01<00:01]",
+                 "env ready"], rules).state()
+    assert state["place"] is None and state["context"] == ""
+    assert state["between"].startswith("after Fetching the environment")
+
+
+def test_the_silence_is_placed_the_same_through_the_prefilter_and_line_by_line():
+    lines = ["setup done", "{'loss': 0.5, 'epoch': 1}", "junk 3/4", " 12%|# | 12/100 [00:01<00:09]"]
+    by_line = engine()
+    for line in lines:
+        by_line.feed_line("log", line)
+    assert by_line.state()["place"] == fed(lines, prefilter=True).state()["place"] == \
+        "generic:train_loop"
+
+
+def test_progress_after_the_silence_moves_the_place_on():
+    e = fed(["Scoring test set: 45%|####5 | 9/20 [00:03<00:04]"])
+    assert e.state()["place"] == "generic:evaluation"
+    e.feed_line("log", "Saving checkpoint to /ckpt/step_100")
+    assert e.state()["place"] is None and e.state()["phase"] == "generic:checkpoint_save"
 
 
 # --- between phases --------------------------------------------------------------------------

@@ -260,6 +260,7 @@ def judge(entry: Entry, rules: RuleSet) -> Outcome:
     state = engine.state()
     data = result(engine, quiet_s=0.0)
     phase, step = qualified(state["phase"], rules), qualified(state.get("step"), rules)
+    placed = qualified(state["place"], rules)  # nothing open: the place the lines before show
     signals = tuple(qualified(s["id"], rules) or s["id"] for s in state["signals"])
     if entry.healthy:
         errors = any(s["severity"] == "error" for s in state["signals"])
@@ -268,9 +269,10 @@ def judge(entry: Entry, rules: RuleSet) -> Outcome:
         # Nothing open: the place expected next (core/order.py) names where it hangs.
         between = engine.between()
         nexts = {qualified(r.id, rules) for r in between.before} if between else set()
-        right = (phase in entry.phases or step in entry.phases
+        right = (phase in entry.phases or step in entry.phases or placed in entry.phases
                  or any(s in entry.signals for s in signals) or bool(nexts & entry.phases))
-    return Outcome(entry, right, phase, step, signals, data["verdict"], data["between"])
+    return Outcome(entry, right, phase or placed, step, signals, data["verdict"],
+                   data["between"])
 
 
 def measure(entries: Iterable[Entry]) -> dict[str, Tally]:
