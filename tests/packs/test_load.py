@@ -127,6 +127,77 @@ def test_missing_rules_path_is_a_usage_error(tmp_path: Path, capsys):
     assert "no such rule file or folder" in capsys.readouterr().err
 
 
+# --- a pattern as a list of alternatives ------------------------------------------------------
+
+
+def test_a_list_of_alternatives_is_one_pattern_each_keeping_its_own_flags():
+    pack = load_pack_text("""pack: mine
+phases:
+  - id: loading
+    start:
+      - '(?i)\\bloading (?:the )?model\\b'
+      - 'Restoring weights'
+    done: ['model ready']
+signals:
+  - id: slow
+    match:
+      - 'straggler'
+noise:
+  - id: probe
+    match: [ '"GET /health' ]
+""", "mine.yaml")
+    [phase] = pack.phases
+    assert isinstance(phase.start, str) and phase.done == "(?:model ready)"
+    rules = RuleSet([pack])
+    hits = {text: rules.match(text) for text in
+            ("LOADING THE MODEL", "Restoring weights", "restoring weights", "a straggler")}
+    assert [m.phase_starts[0].id for m in (hits["LOADING THE MODEL"],
+                                           hits["Restoring weights"])] == ["loading"] * 2
+    # (?i) of the first item holds in that item only: the second stays case-sensitive.
+    assert hits["restoring weights"] is None
+    assert [s.id for s in hits["a straggler"].signals] == ["slow"]
+    assert rules.match("model ready").phase_dones[0].id == "loading"
+    assert rules.match('"GET /health HTTP/1.1" 200').noise is not None
+
+
+def test_an_empty_list_of_alternatives_is_an_error_on_its_key_line():
+    assert errors_of("pack: mine\nphases:\n  - id: a\n    start: []\n") == [
+        "mine.yaml:4: rule a: `start` must be a regular expression (text) or a non-empty list "
+        "of them"]
+
+
+def test_an_item_that_is_not_text_is_named_with_its_own_line():
+    assert errors_of("pack: mine\nsignals:\n  - id: s\n    match:\n      - ok\n"
+                     "      - 42\n") == [
+        "mine.yaml:6: rule s: item 2 of `match` must be a regular expression (text), not 42"]
+
+
+def test_a_bad_regex_in_the_third_item_names_that_items_line():
+    assert errors_of("""pack: mine
+phases:
+  - id: a
+    title: A
+    start:
+      - 'first'
+      - >-
+        second, folded
+        over two lines
+      - 'third('
+      - 'fourth'
+""") == ["mine.yaml:10: rule a: bad regex in `start` (item 3): missing ) at position 6: "
+         "'third('"]
+
+
+def test_a_bad_item_in_a_user_file_exits_2_naming_file_and_line(tmp_path: Path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("pack: bad\nnoise:\n  - id: n\n    match:\n      - x\n      - '[z'\n")
+    log = tmp_path / "train.log"
+    log.write_text("hello\n")
+    assert main(["check", str(log), "--rules", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}:6: rule n: bad regex in `match` (item 2)" in err and "Traceback" not in err
+
+
 # --- stacks: frame patterns -> places ---------------------------------------------------------
 
 MY_STACKS = """\
