@@ -7,6 +7,7 @@ import functools
 from typing import Any
 
 import pytest
+import regex
 
 from hangwatch.commands.check import read_log
 from hangwatch.session.engines import build_engine
@@ -24,17 +25,18 @@ from tests.corpus.harness import (
     problems,
     raw_index,
     rule_set,
+    without_alternatives,
     without_framework,
     written_for,
 )
 
 # Measured on this branch, rounded down to the percent. Raise them when the figures rise.
 # Round 3 added 20 held-out hangs, half of them not named at first sight (90 % -> 87 % packs
-# on over 164 hangs; no earlier excerpt changed its packs-on answer). Left out falls to 77 %
-# because round 3's written_for record drops whole generic phases for tensorflow, megatron
-# and two frameworks new to the corpus, earlier excerpts of those frameworks included.
+# on over 164 hangs; no earlier excerpt changed its packs-on answer). Left out is 80 % since
+# written_for records the alternatives written for a framework rather than whole generic
+# phases (it was 77 % with tensorflow's or megatron's whole phase dropped).
 PACKS_ON_FLOOR = 87.0
-LEAVE_ONE_OUT_FLOOR = 77.0
+LEAVE_ONE_OUT_FLOOR = 79.0
 
 
 @functools.cache
@@ -105,9 +107,28 @@ def test_leaving_a_pack_out_drops_every_pack_that_extends_it_and_nothing_else():
 def test_leaving_a_framework_out_drops_the_rules_recorded_as_written_for_it():
     record = written_for()["trl"]
     kept = without_framework("trl", None)
-    assert not {s.id for s in kept.signals} & record["vllm"]
-    assert {s.id for s in rule_set().signals} >= record["vllm"]
+    assert not {s.id for s in kept.signals} & set(record["vllm"])
+    assert {s.id for s in rule_set().signals} >= set(record["vllm"])
     assert {p.name for p in kept.packs} == {p.name for p in builtin_packs()}
+
+
+def test_leaving_a_framework_out_drops_only_the_alternatives_written_for_it():
+    alternatives = written_for()["tensorflow"]["generic"]["generic:train_loop"]
+    kept = without_framework("tensorflow", None).phase("generic:train_loop")
+    whole = rule_set().phase("generic:train_loop")
+    assert kept is not None and whole is not None and alternatives
+    assert all(f"(?:{a})" in whole.start and f"(?:{a})" not in kept.start for a in alternatives)
+    assert kept.start.startswith("(?:(?i)") and len(kept.start) < len(whole.start)
+    batch = "batch_all_reduce: 1 all-reduces with algorithm = nccl, num_packs = 1"
+    assert regex.search(whole.start, batch) and not regex.search(kept.start, batch)
+    assert regex.search(kept.start, "Epoch 3/10")  # the rest of the rule stays
+
+
+def test_a_recorded_alternative_the_pattern_no_longer_holds_is_an_error():
+    assert without_alternatives("(?:a)|(?:b)|(?:c)", ("b",)) == "(?:a)|(?:c)"
+    assert without_alternatives("(?:a)|(?:b)", ("a", "b")) is None
+    with pytest.raises(ValueError, match="no alternative"):
+        without_alternatives("(?:a)|(?:b)", ("a|b",))
 
 
 def test_every_recorded_rule_exists():

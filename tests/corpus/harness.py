@@ -158,19 +158,53 @@ def rule_set(left_out: str | None = None) -> RuleSet:
     return RuleSet([p for p in packs if p.name not in dropped])
 
 
+# A record's rule: its id, and the alternatives of its pattern written for the framework
+# (none: the whole rule).
+Written = dict[str, tuple[str, ...]]
+
+
 @functools.cache
-def written_for() -> dict[str, dict[str, frozenset[str]]]:
-    """framework -> pack -> ids of the rules written because of that framework's excerpts."""
+def written_for() -> dict[str, dict[str, Written]]:
+    """framework -> pack -> the rules (and alternatives of their patterns) written because of
+    that framework's excerpts. An item is a rule's id, or `{id: [alternative, ...]}` for some
+    alternatives of a pattern written as a list (packs/parse.py joins them `(?:a)|(?:b)`)."""
     data = yaml.safe_load(WRITTEN_FOR.read_text(encoding="utf-8")) or {}
-    return {str(fw): {str(pack): frozenset(str(i) for i in ids) for pack, ids in by.items()}
+    return {str(fw): {str(pack): _written(items) for pack, items in by.items()}
             for fw, by in data.items()}
+
+
+def _written(items: list[Any]) -> Written:
+    out: Written = {}
+    for item in items:
+        if isinstance(item, dict):
+            out.update({str(k): tuple(str(a) for a in v) for k, v in item.items()})
+        else:
+            out[str(item)] = ()
+    return out
+
+
+def without_alternatives(pattern: str, alternatives: tuple[str, ...]) -> str | None:
+    """`pattern` (alternatives joined `(?:a)|(?:b)`) less `alternatives`; None when none is
+    left. An alternative it does not hold is an error: a stale record must not pass."""
+    joined = f"|{pattern}|"
+    for alternative in alternatives:
+        token = f"|(?:{alternative})|"
+        if token not in joined:
+            raise ValueError(f"written_for.yaml: {alternative!r} is no alternative of "
+                             f"{pattern[:60]!r}")
+        joined = joined.replace(token, "|", 1)
+    return joined[1:-1] or None
 
 
 def leaving_out(framework: str, pack: str | None) -> str:
     """What leaving `framework` out drops, in words for the figures."""
     parts = [f"pack {pack}"] if pack else []
     record = written_for().get(framework, {})
-    parts += [f"{len(ids)} rule(s) of {p}" for p, ids in sorted(record.items())]
+    for p, written in sorted(record.items()):
+        whole = sum(not alternatives for alternatives in written.values())
+        some = sum(len(alternatives) for alternatives in written.values())
+        parts += [f"{whole} rule(s) of {p}"] if whole else []
+        parts += [f"{some} alternative(s) of {p}"] if some else []
     return " + ".join(parts) if parts else "nothing (no record)"
 
 
@@ -185,15 +219,29 @@ def without_framework(framework: str, pack: str | None) -> RuleSet:
     for p in packs:
         if p.name in dropped:
             continue
-        ids = record.get(p.name)
-        if ids:
+        written = record.get(p.name)
+        if written:
             p = dataclasses.replace(
-                p, phases=tuple(r for r in p.phases if r.id not in ids),
-                signals=tuple(r for r in p.signals if r.id not in ids),
-                progress=tuple(r for r in p.progress if r.id not in ids),
-                noise=tuple(r for r in p.noise if r.id not in ids))
+                p, phases=_kept(p.phases, "start", written),
+                signals=_kept(p.signals, "match", written),
+                progress=_kept(p.progress, "match", written),
+                noise=_kept(p.noise, "match", written))
         kept.append(p)
     return RuleSet(kept)
+
+
+def _kept(rules: tuple[Any, ...], key: str, written: Written) -> tuple[Any, ...]:
+    """`rules` less those written, and less the alternatives written of the others."""
+    out = []
+    for rule in rules:
+        if rule.id not in written:
+            out.append(rule)
+            continue
+        pattern = without_alternatives(getattr(rule, key), written[rule.id]) \
+            if written[rule.id] else None
+        if pattern is not None:
+            out.append(dataclasses.replace(rule, **{key: pattern}))
+    return tuple(out)
 
 
 @functools.cache
