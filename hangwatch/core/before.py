@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import regex
 
 from hangwatch.core.model import PhaseRule
+from hangwatch.core.stackrules import StackRule, rule_for
+from hangwatch.core.stacktext import logged_stacks
 from hangwatch.core.timestamps import parse_stamp
 
 BEFORE_LINES = 60  # how far back a stop line looks for its place
@@ -71,9 +73,11 @@ class Place:
     back: int
     counter: str = ""  # the bar or counter line, when that came after the phase line
     by_start: bool = False  # `phase` is a rule's START the engine has read already
+    label: str = ""  # a stack's place in words ("collective"), for one no phase names
 
     def describe(self, before: str = "before") -> str:
-        where = f"{self.phase.title} ({self.phase.id})" if self.phase else "a progress line"
+        where = (f"{self.phase.title} ({self.phase.id})" if self.phase
+                 else self.label or "a progress line")
         shown = self.counter or self.text
         return f"{where}, {self.back} line(s) {before}: {shown[:TEXT_CHARS]}"
 
@@ -133,6 +137,22 @@ def place_at_silence(lines: Sequence[str], starts: Callable[[str], Sequence[Phas
             elif NAMED_COUNTER.search(text):
                 found = (text, back, _counted(text, generic))
     return Place(found[2], found[0].strip(), found[1]) if found is not None else None
+
+
+def stack_place(lines: Sequence[str], rules: Sequence[StackRule],
+                generic: Callable[[str], PhaseRule | None]) -> Place | None:
+    """The place of the newest stack printed in the last lines (a traceback after Ctrl-C, a
+    faulthandler or py-spy dump): its innermost frame a `stacks:` rule names, as the live
+    stacks are read (core/stackrules.py). The rule's phase is the generic layer's, when it
+    is one; else its label says where (`collective`)."""
+    window = list(lines[-BEFORE_LINES:])
+    for stack in reversed(logged_stacks(window)):
+        for index, frame in stack:
+            rule = rule_for(frame.text, rules)
+            if rule is not None:
+                phase = generic(rule.phase) if rule.phase else None
+                return Place(phase, f"in {frame.text}", len(window) - index, label=rule.label)
+    return None
 
 
 def _counted(text: str, generic: Callable[[str], PhaseRule | None]) -> PhaseRule | None:

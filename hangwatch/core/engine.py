@@ -18,6 +18,7 @@ from hangwatch.core.before import (
     is_stop,
     place_at_silence,
     place_before,
+    stack_place,
 )
 from hangwatch.core.clock import Clock
 from hangwatch.core.durations import format_duration
@@ -551,8 +552,10 @@ class Engine:
         key = (source, self.lines.get(source, 0), ended)
         if self._silence is not None and self._silence[0] == key:
             return self._silence[1]
-        place = place_at_silence(self._tails.get(source, []), self._starts,
-                                 self._generic_phase)
+        tail = self._tails.get(source, [])
+        found = [p for p in (stack_place(tail, self.rules.stack_rules, self._generic_phase),
+                             place_at_silence(tail, self._starts, self._generic_phase)) if p]
+        place = min(found, key=lambda p: p.back) if found else None  # the newer of the two
         if place is not None and (place.by_start
                                   or self.lines.get(source, 0) - place.back + 1 <= ended):
             place = None  # a phase read already, or a bar of the phase completed last

@@ -65,6 +65,40 @@ def parse_dump(text: str) -> tuple[Thread, ...]:
     return tuple(threads)
 
 
+# A stack a log holds: a Python traceback's frame (`File "x.py", line 3, in f`, innermost
+# last), a faulthandler dump's (`File "x.py", line 3 in f`, innermost first), or py-spy's
+# under its `Thread N` header (innermost first). Ranks' prefixes (`[rank0]: `) may come first.
+_LOGGED_FRAME = re.compile(r'(?:^|\s)File "(?P<file>[^"]+)", line \d+(?P<comma>,)? in '
+                           r"(?P<func>[\w.<>]+)")
+_FIRST_HEADER = re.compile(r"\(most recent call first\)|^Thread (?:0x[0-9A-Fa-f]+|\d+)\b")
+_LAST_HEADER = re.compile(r"Traceback \(most recent call last\)")
+
+
+def logged_stacks(lines: list[str]) -> list[list[tuple[int, Frame]]]:
+    """The stacks printed in `lines`, oldest first, each innermost frame first with the
+    index of its line: what a log shows of where a process was (a traceback after Ctrl-C, a
+    faulthandler or py-spy dump written into it)."""
+    stacks: list[tuple[bool, list[tuple[int, Frame]]]] = []  # (innermost first, frames)
+    for index, line in enumerate(lines):
+        if _LAST_HEADER.search(line) or _FIRST_HEADER.search(line):
+            stacks.append((_LAST_HEADER.search(line) is None, []))
+            continue
+        found = _LOGGED_FRAME.search(line)
+        if found is not None:
+            func, file, first = found["func"], found["file"], found["comma"] is None
+        elif stacks and stacks[-1][0] and (found := FRAME_LINE.match(line)) is not None:
+            func, file, first = found["func"], found["file"], True
+        else:
+            continue
+        frame = normalise(func, file)
+        if frame is None:
+            continue
+        if not stacks or (not stacks[-1][1] and stacks[-1][0] != first):
+            stacks.append((first, []))  # frames with no header before them
+        stacks[-1][1].append((index, frame))
+    return [frames if first else frames[::-1] for first, frames in stacks if frames]
+
+
 def normalise(function: str, file: str) -> Frame | None:
     """A frame without what varies between runs; None for a bare native address."""
     native = bool(_SHARED_OBJECT.search(file))

@@ -174,6 +174,52 @@ def test_progress_after_the_silence_moves_the_place_on():
     assert e.state()["place"] is None and e.state()["phase"] == "generic:checkpoint_save"
 
 
+CTRL_C = """\
+^CTraceback (most recent call last):
+  File "train.py", line 88, in <module>
+    main()
+  File "train.py", line 61, in main
+    dist.barrier()
+  File "/e/site-packages/torch/distributed/c10d_logger.py", line 72, in wrapper
+    return func(*args, **kwargs)
+  File "/e/site-packages/torch/distributed/distributed_c10d.py", line 3439, in barrier
+    work.wait()
+KeyboardInterrupt""".splitlines()
+FAULTHANDLER = """\
+Timeout (0:10:00)!
+Thread 0x00007f3a1c9ff700 (most recent call first):
+  File "/usr/lib/python3.10/threading.py", line 320 in wait
+  File "/e/dist-packages/torch/utils/data/dataloader.py", line 1133 in _try_get_data
+  File "/e/dist-packages/torch/utils/data/dataloader.py", line 1294 in _get_data
+  File "train.py", line 40 in train_one_epoch""".splitlines()
+PY_SPY = """\
+Process 4121: python train.py
+Python v3.10.12 (/usr/bin/python3.10)
+
+Thread 4121 (idle): "MainThread"
+    read (safetensors/torch.py:311)
+    load_file (safetensors/torch.py:313)
+    from_pretrained (transformers/modeling_utils.py:3850)
+    main (train.py:22)""".splitlines()
+
+
+def test_a_stack_printed_at_the_end_names_where_the_job_was_by_its_innermost_known_frame():
+    barrier = fed(["step 12 done", *CTRL_C]).state()
+    assert barrier["place"] is None  # a collective is no phase of its own
+    assert barrier["context"].startswith("where it went quiet: collective, ")
+    assert "in barrier (torch/distributed/distributed_c10d.py)" in barrier["context"]
+    data = fed(["epoch 3 started", "rank 0 quiet", *FAULTHANDLER]).state()
+    assert data["phase"] == "generic:train_loop" and data["place"] is None  # one is open
+    assert fed(["rank 0 quiet", *FAULTHANDLER]).state()["place"] == "generic:data_load"
+    assert fed(PY_SPY).state()["place"] == "generic:model_load"
+
+
+def test_the_newer_of_a_stack_and_a_bar_names_the_silence():
+    bar = "Scoring test set: 45%|####5 | 9/20 [00:03<00:04]"
+    assert fed([*PY_SPY, bar]).state()["place"] == "generic:evaluation"
+    assert fed([bar, *PY_SPY]).state()["place"] == "generic:model_load"
+
+
 # --- between phases --------------------------------------------------------------------------
 
 def test_nothing_open_after_a_packs_phase_names_the_next_one_it_declares():

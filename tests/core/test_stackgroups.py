@@ -8,7 +8,7 @@ import pytest
 
 from hangwatch.core.members import Member
 from hangwatch.core.stackgroups import Place, group, place_of
-from hangwatch.core.stacktext import normalise, parse_dump
+from hangwatch.core.stacktext import logged_stacks, normalise, parse_dump
 from hangwatch.packs.load import load_rule_set
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -136,3 +136,29 @@ def test_json_carries_the_issue_s_field_names(rules):
     assert set(data["suspects"][0]) == {"pid", "rank", "where", "phase", "why"}
     assert data["stack_groups"][0]["frames"][0] == (
         "all_reduce (torch/distributed/distributed_c10d.py)")
+
+
+# --- stacks a log holds ----------------------------------------------------------------------
+
+def test_stacks_in_a_log_are_read_innermost_first_whichever_way_they_are_printed():
+    lines = [
+        "[rank1]: Traceback (most recent call last):",
+        '[rank1]:   File "/x/train.py", line 9, in <module>',
+        '[rank1]:   File "/venv/lib/python3.11/site-packages/torch/distributed/'
+        'distributed_c10d.py", line 3439, in barrier',
+        "[rank1]: KeyboardInterrupt",
+        "Current thread 0x00007f (most recent call first):",
+        '  File "/usr/lib/python3.10/threading.py", line 320 in wait',
+        '  File "/x/train.py", line 40 in loop',
+        'Thread 4121 (idle): "MainThread"',
+        "    read (safetensors/torch.py:311)",
+        "    main (train.py:22)",
+        "an ordinary line (with parentheses:1)",
+    ]
+    stacks = [[frame.text for _, frame in stack] for stack in logged_stacks(lines)]
+    assert stacks == [
+        ["barrier (torch/distributed/distributed_c10d.py)", "<module> (train.py)"],
+        ["wait (threading.py)", "loop (train.py)"],
+        ["read (safetensors/torch.py)", "main (train.py)"],
+    ]
+    assert logged_stacks(["    f (x.py:3)", "plain"]) == []  # py-spy's shape needs its header
