@@ -85,6 +85,8 @@ def result(engine: Engine, quiet_s: float) -> dict[str, Any]:
         "context": state["context"],
         "place": state["place"],
         "place_title": state["place_title"],
+        "last_line": dict(zip(("source", "line", "text"), last, strict=True))
+        if (last := engine.last_line()) else None,
         "quiet_s": round(quiet_s, 3),
         "threshold_s": state["threshold_s"],
         "threshold_from": state["threshold_from"],
@@ -110,6 +112,9 @@ def render(data: dict[str, Any], out: TextIO) -> None:
     if data["place"]:
         print(safe(f"place:          {data['place_title']} [{data['place']}], by the last "
                    "lines"), file=out)
+    if not data["phase"] and data["last_line"]:
+        last = data["last_line"]
+        print(safe(f"last line:      {last['source']}:{last['line']}: {last['text']}"), file=out)
     if data["marker"]:
         print(safe(f"named by:       {data['marker']}"), file=out)
     if data["context"]:

@@ -14,6 +14,7 @@ import regex
 
 from hangwatch.core.before import (
     BEFORE_LINES,
+    TEXT_CHARS,
     Place,
     is_stop,
     place_at_silence,
@@ -561,6 +562,15 @@ class Engine:
             place = None  # a phase read already, or a bar of the phase completed last
         self._silence = (key, place)
         return place
+
+    def last_line(self) -> tuple[str, int, str] | None:
+        """The newest line read (source, number, text): what a verdict naming no phase
+        shows, so that it says what the log does."""
+        source = self._last_fed
+        tail = self._tails.get(source) if source is not None else None
+        if source is None or not tail:
+            return None
+        return source, self.lines.get(source, 0), tail[-1].rstrip("\r\n")[:TEXT_CHARS]
 
     def placed(self) -> PhaseRule | None:
         """The phase the place of a stop line or of the silence names, when none is open."""

@@ -137,6 +137,26 @@ def test_a_timeout_after_a_bar_takes_the_bars_loop_as_its_place(tmp_path: Path):
     assert "context:        named by the line before the stop" in check(str(log))[1]
 
 
+def test_nothing_named_shows_the_last_line_and_a_bar_at_the_end_names_its_place(tmp_path: Path):
+    quiet = write_log(tmp_path / "q.log", ["config saved", "Using a generated random seed 4"],
+                      age_s=3600)
+    status, text = check(str(quiet))
+    assert status == 3
+    assert f"last line:      {quiet}:2: Using a generated random seed 4" in text
+    data = json.loads(check(str(quiet), "--json")[1])
+    assert data["last_line"] == {"source": str(quiet), "line": 2,
+                                 "text": "Using a generated random seed 4"}
+    assert data["place"] is None
+    bar = write_log(tmp_path / "b.log", ["model ready", "Scoring test set: 45%|####5 | 9/20"],
+                    age_s=3600)
+    data = json.loads(check(str(bar), "--json")[1])
+    assert (data["phase"], data["place"]) == (None, "generic:evaluation")
+    assert "place:          Evaluation or validation [generic:evaluation], by the last lines" \
+        in check(str(bar))[1]
+    opened = write_log(tmp_path / "o.log", ["Loading checkpoint shards: 50%"], age_s=3600)
+    assert "last line:" not in check(str(opened))[1]
+
+
 def test_a_log_of_thousands_of_processes_names_no_laggards_and_says_why_once(tmp_path: Path):
     """Workers restarted all the time: 3,000 pids, each for 20 lines, in a real file."""
     lines = []
