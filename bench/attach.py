@@ -17,6 +17,7 @@ import threading
 import time
 from pathlib import Path
 
+import manyrules
 import steplog
 from common import PYTHON, REPO, Row, Series, note, run_timed
 
@@ -71,6 +72,7 @@ def run(tmp: Path, size: int, runs: int) -> list[Row]:
             f"{EXPECTED.step}", attach.text(), f"grep: {grep.text()}",
             f"{attach.median / grep.median:.0f}x", f"<= {ATTACH_GOAL_S:g} s",
             attach.median <= ATTACH_GOAL_S),
+        *manyrules.ratio(dense, runs=min(runs, 2)),
     ]
 
 
