@@ -2,7 +2,12 @@
 framework out (its pack and every rule recorded as written because of it); the first-sight
 figure where known; healthy excerpts that must not be called stalled.
 
-    python bench/corpus.py [--json]
+    python bench/corpus.py [--json] [--index PATH] [--totals]
+
+`--index` measures a batch kept elsewhere, in the same format (`index.yaml` beside the
+excerpts): a batch of real hangs nobody has read rules against, the figure closest to the
+next log. `--totals` prints the figures without the wrong answers, so that measuring such a
+batch does not show its lines.
 
 The headline is the leave-one-framework-out figure: it is the one that says something about a
 log nobody wrote rules for. See docs/accuracy.md.
@@ -17,7 +22,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.corpus.harness import NO_PACK, Tally, load_index, measure, percent
+import yaml
+
+from tests.corpus.harness import (
+    INDEX,
+    NO_PACK,
+    Tally,
+    load_index,
+    measure,
+    percent,
+    problems,
+    raw_index,
+)
 
 
 def ratio(right: int, n: int) -> str:
@@ -44,8 +60,21 @@ def as_json(tallies: dict[str, Tally]) -> dict[str, object]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--index", type=Path, default=INDEX,
+                        help="the index.yaml of the excerpts to measure (default: the corpus)")
+    parser.add_argument("--totals", action="store_true", help="leave the wrong answers out")
     args = parser.parse_args(argv)
-    tallies = measure(load_index())
+    try:
+        found = [p for raw in raw_index(args.index) for p in problems(raw, args.index.parent)]
+    except (OSError, ValueError, yaml.YAMLError) as error:
+        found = [str(error)]
+    if found:
+        print("\n".join(f"{args.index}: {p}" for p in found), file=sys.stderr)
+        return 2
+    tallies = measure(load_index(args.index))
+    if args.totals:
+        for t in tallies.values():
+            t.wrong.clear()
     if args.json:
         print(json.dumps(as_json(tallies), indent=2))
         return 0

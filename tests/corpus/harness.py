@@ -68,10 +68,11 @@ class Entry:
     healthy: bool = False
     note: str = ""
     first_sight: bool | None = None  # right before any rule was written for it; None: unknown
+    root: Path = CORPUS  # the folder of its index: excerpts may be kept outside the repository
 
     @property
     def path(self) -> Path:
-        return CORPUS / self.file
+        return self.root / self.file
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,7 @@ def _ids(value: Any) -> frozenset[str]:
     return frozenset(str(v) for v in value or ())
 
 
-def parse_entry(raw: dict[str, Any]) -> Entry:
+def parse_entry(raw: dict[str, Any], root: Path = CORPUS) -> Entry:
     expect = raw.get("expect")
     healthy = expect == "healthy"
     phases = signals = frozenset[str]()
@@ -118,11 +119,11 @@ def parse_entry(raw: dict[str, Any]) -> Entry:
     return Entry(file=str(raw.get("file", "")), source=str(raw.get("source", "")),
                  framework=str(raw.get("framework", "")), pack=raw.get("pack"), phases=phases,
                  signals=signals, healthy=healthy, note=str(raw.get("note", "")),
-                 first_sight=None if first is None else first == "right")
+                 first_sight=None if first is None else first == "right", root=root)
 
 
 def load_index(path: Path = INDEX) -> list[Entry]:
-    return [parse_entry(raw) for raw in raw_index(path)]
+    return [parse_entry(raw, path.parent) for raw in raw_index(path)]
 
 
 def raw_index(path: Path = INDEX) -> list[dict[str, Any]]:
@@ -262,14 +263,14 @@ def known_ids() -> tuple[set[str], set[str]]:
             {s.id for s in rules.signals} | GENERIC_SIGNALS)
 
 
-def problems(raw: dict[str, Any]) -> list[str]:
-    """What is wrong with one index entry, as messages naming it."""
+def problems(raw: dict[str, Any], root: Path = CORPUS) -> list[str]:
+    """What is wrong with one index entry (excerpts under `root`), as messages naming it."""
     name = raw.get("file", "?")
     out = [f"{name}: unknown key {k!r}" for k in raw if k not in ENTRY_KEYS]
     out += [f"{name}: missing {k}" for k in sorted(ENTRY_KEYS - OPTIONAL_KEYS) if k not in raw]
     if "first_sight" in raw and raw["first_sight"] not in FIRST_SIGHT:
         out.append(f"{name}: first_sight is `right` or `wrong`")
-    if not (CORPUS / str(name)).is_file():
+    if not (root / str(name)).is_file():
         out.append(f"{name}: no such excerpt")
     if not str(raw.get("source", "")).startswith("https://"):
         out.append(f"{name}: source must be the https URL of the thread")
