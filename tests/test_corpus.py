@@ -43,9 +43,10 @@ REPO = Path(__file__).resolve().parent.parent
 # written_for records the alternatives written for a framework rather than whole generic
 # phases (it was 77 % with tensorflow's or megatron's whole phase dropped).
 # Round 4 added 27 held-out hangs, 12 of them named at first sight: 82 % packs on and 75 %
-# left out over 191 hangs, no earlier excerpt changing its answer.
-PACKS_ON_FLOOR = 82.0
-LEAVE_ONE_OUT_FLOOR = 75.0
+# left out over 191 hangs, no earlier excerpt changing its answer. After its rules (each
+# recorded in written_for.yaml) and the bare-bar readings: 88 % packs on, 77 % left out.
+PACKS_ON_FLOOR = 88.0
+LEAVE_ONE_OUT_FLOOR = 77.0
 
 
 @functools.cache

@@ -41,6 +41,8 @@ COUNTER = regex.compile(
 # `N/M` (a date, an NCCL channel).
 BAR = regex.compile(r"\d{1,3}%\s*\||\|\s*\d+/\d+\s*\[")
 NAMED_COUNTER = regex.compile(r"(?i)\b(?:epoch|step|iter(?:ation)?|batch)\s*[:=#]?\s*\[?\d+")
+# A bar with no words takes its loop from a line this close before it that names one.
+ANNOUNCED_WITHIN = 3
 # A line of training metrics (`{'loss': 0.0138, 'learning_rate': ...}`, `loss=2.31`): the
 # job was in its training loop, or its evaluation when the loss is an eval/validation one.
 METRICS = regex.compile(r"(?i)(?<![\w/])(?:(?P<eval>eval|val|valid|validation|test)[_/ ])?"
@@ -74,10 +76,13 @@ class Place:
     counter: str = ""  # the bar or counter line, when that came after the phase line
     by_start: bool = False  # `phase` is a rule's START the engine has read already
     label: str = ""  # a stack's place in words ("collective"), for one no phase names
+    by_default: bool = False  # a bar with no words: taken as the training loop
 
     def describe(self, before: str = "before") -> str:
         where = (f"{self.phase.title} ({self.phase.id})" if self.phase
                  else self.label or "a progress line")
+        if self.by_default:
+            where += ", a bar with no words taken as a training job's main loop"
         shown = self.counter or self.text
         return f"{where}, {self.back} line(s) {before}: {shown[:TEXT_CHARS]}"
 
@@ -115,8 +120,10 @@ def place_at_silence(lines: Sequence[str], starts: Callable[[str], Sequence[Phas
                      generic: Callable[[str], PhaseRule | None]) -> Place | None:
     """Where the last lines (oldest first) show the job went quiet: the newest bar or named
     counter within BEFORE_LINES, named by its own words (the text before a bar's percent),
-    else by a line of training metrics before it; or that metrics line alone. A phase
-    START found first is returned with `by_start` (the engine read it already)."""
+    else by the words of a line just before it that announces its loop (`Infer at
+    iteration 0`), else by a line of training metrics before it; or that metrics line
+    alone. A bar nothing names is a training job's main loop, said as such. A phase START
+    found first is returned with `by_start` (the engine read it already)."""
     found: tuple[str, int, PhaseRule | None] | None = None
     for back, text in enumerate(reversed(lines[-BEFORE_LINES:]), start=1):
         rules = starts(text)
@@ -130,13 +137,21 @@ def place_at_silence(lines: Sequence[str], starts: Callable[[str], Sequence[Phas
             if found[2] is None:
                 return Place(phase, found[0].strip(), found[1])
             break
+        bar = BAR.search(text)
         if found is None:
-            bar = BAR.search(text)
             if bar is not None:
                 found = (text, back, _counted(text[:bar.start()], generic))
             elif NAMED_COUNTER.search(text):
                 found = (text, back, _counted(text, generic))
-    return Place(found[2], found[0].strip(), found[1]) if found is not None else None
+        elif found[2] is None and bar is None and back - found[1] <= ANNOUNCED_WITHIN:
+            announced = _counted(text, generic)
+            if announced is not None:
+                return Place(announced, found[0].strip(), found[1])
+    if found is None:
+        return None
+    if found[2] is None and BAR.search(found[0]):
+        return Place(generic("train_loop"), found[0].strip(), found[1], by_default=True)
+    return Place(found[2], found[0].strip(), found[1])
 
 
 def stack_place(lines: Sequence[str], rules: Sequence[StackRule],

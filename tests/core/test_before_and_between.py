@@ -127,12 +127,21 @@ def test_a_bar_whose_words_name_a_loop_places_a_silence_with_nothing_open():
     assert "1 line(s) from the end: Scoring test set: 45%" in state["context"]
 
 
-def test_a_bare_bar_is_shown_as_a_progress_line_and_names_no_phase():
+def test_a_bare_bar_nothing_names_is_taken_as_the_main_loop_and_says_so():
     state = fed(["100%|##########| 100/100 [01:22<00:00]", " 34%|###3 | 670/2000 [14:58<29:42]"]
                 ).state()
-    assert state["place"] is None
-    assert "a progress line, 1 line(s) from the end:  34%" not in state["context"]
-    assert "a progress line, 1 line(s) from the end: 34%|###3 | 670/2000" in state["context"]
+    assert state["place"] == "generic:train_loop"
+    assert ("Training loop (generic:train_loop), a bar with no words taken as a training "
+            "job's main loop, 1 line(s) from the end: 34%|###3 | 670/2000") in state["context"]
+
+
+def test_a_bare_bar_takes_its_loop_from_the_line_announcing_it():
+    state = fed(["Use checkpoint model.pth.tar", "Infer at iteration 0", "  0%|    | 0/654"]
+                ).state()
+    assert state["place"] == "generic:evaluation"
+    assert "a bar with no words" not in state["context"]
+    far = fed(["Infer at iteration 0", "a", "b", "c", "  0%|    | 0/654"]).state()
+    assert far["place"] == "generic:train_loop"  # too far back to announce it
 
 
 def test_a_bare_bar_after_training_metrics_is_the_training_loop_and_an_eval_loss_evaluation():
