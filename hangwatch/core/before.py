@@ -37,9 +37,11 @@ COUNTER = regex.compile(
 
 
 # At the silence no stop line vouches that a loop was cut short, so only what is surely a
-# loop's progress counts: a bar (`45%|`, `| 9/20 [`) or a named counter (`step 12`), not any
-# `N/M` (a date, an NCCL channel).
-BAR = regex.compile(r"\d{1,3}%\s*\||\|\s*\d+/\d+\s*\[")
+# loop's progress counts: a bar (`45%|`, `| 9/20 [`, or tqdm's meter alone as a notebook
+# shows it, `9/20 [00:03<00:04, 2.83it/s]`) or a named counter (`step 12`), not any `N/M`
+# (a date, an NCCL channel).
+BAR = regex.compile(r"\d{1,3}%\s*\||\|\s*\d+/\d+\s*\["
+                    r"|\b\d+/\d+ \[[\d:]+<[\d:?]+, *[\d.?]+ ?(?:[a-zA-Z]+/s|s/[a-zA-Z]+)\]")
 NAMED_COUNTER = regex.compile(r"(?i)\b(?:epoch|step|iter(?:ation)?|batch)\s*[:=#]?\s*\[?\d+")
 # A bar with no words takes its loop from a line this close before it that names one.
 ANNOUNCED_WITHIN = 3

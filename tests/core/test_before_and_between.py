@@ -135,6 +135,13 @@ def test_a_bare_bar_nothing_names_is_taken_as_the_main_loop_and_says_so():
             "job's main loop, 1 line(s) from the end: 34%|###3 | 670/2000") in state["context"]
 
 
+def test_tqdms_meter_alone_as_a_notebook_shows_it_is_a_bar():
+    state = fed(["100%", "18679/18686 [1:50:07<00:02, 2.83it/s]"]).state()
+    assert state["place"] == "generic:train_loop" and "18679/18686" in state["context"]
+    announced = fed(["Infer at iteration 0", "100%", "9/20 [00:03<00:04, 2.83it/s]"]).state()
+    assert announced["place"] == "generic:evaluation"
+
+
 def test_a_bare_bar_takes_its_loop_from_the_line_announcing_it():
     state = fed(["Use checkpoint model.pth.tar", "Infer at iteration 0", "  0%|    | 0/654"]
                 ).state()
