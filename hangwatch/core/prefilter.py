@@ -142,6 +142,9 @@ class Held:
         self._prefilter = prefilter
         self._lines: dict[int, tuple[_Entry, list[bytes | Spans]]] = {}  # by pattern id
 
+    def __bool__(self) -> bool:
+        return bool(self._lines)
+
     def add(self, pending: Pending) -> None:
         for entry in pending.progress:
             self._lines.setdefault(entry.pid, (entry, []))[1].append(pending.raw)
