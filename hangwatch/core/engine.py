@@ -31,10 +31,11 @@ from hangwatch.core.lines import last_lines
 from hangwatch.core.model import PhaseRule
 from hangwatch.core.order import Between, expected_next
 from hangwatch.core.phases import PhaseTracker, TimelineEntry, Where
-from hangwatch.core.prefilter import QUIET, Held, Pending, Plain, Prefilter, Spans
+from hangwatch.core.prefilter import Prefilter
 from hangwatch.core.progress import ProgressJudge
 from hangwatch.core.ranks import RankTracker
 from hangwatch.core.rules import LineMatch, RuleSet, is_generic_only
+from hangwatch.core.segments import QUIET, Held, Pending, Plain, Spans
 from hangwatch.core.stall import StallTimer
 from hangwatch.core.timestamps import parse_stamp
 from hangwatch.core.waits import WaitDetector
