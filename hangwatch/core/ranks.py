@@ -595,18 +595,21 @@ class _Prefixes:
     lone pattern, where an alternation of them is tried at every position (46 µs a line
     against 15 µs: this runs on every line a rule hits and on a merged log's block tail).
     A built-in pattern is searched only in a line holding its word, and a match at the
-    line's start ends the search (no later pattern can win)."""
+    line's start ends the search (no later pattern can win). A built-in pattern anchored at
+    a line's start is only tried there when the text is one line: `regex` tries `^` at every
+    position (3 µs on an NCCL line against 0.5 µs)."""
 
     def __init__(self, patterns: Sequence[str]) -> None:
-        self._patterns = [(regex.compile(p, regex.MULTILINE), _PREFIX_WORDS.get(p, ""))
-                          for p in patterns]
+        self._patterns = [(regex.compile(p, regex.MULTILINE), _PREFIX_WORDS.get(p, ""),
+                           p in _PREFIX_WORDS and p.startswith("^")) for p in patterns]
 
     def search(self, text: str) -> regex.Match[str] | None:
         best: regex.Match[str] | None = None
-        for pattern, word in self._patterns:
+        one_line = "\n" not in text
+        for pattern, word, at_start in self._patterns:
             if word not in text:
                 continue
-            found = pattern.search(text)
+            found = pattern.match(text) if at_start and one_line else pattern.search(text)
             if found is not None and (best is None or found.start() < best.start()):
                 if not found.start():
                     return found
