@@ -36,12 +36,13 @@ PLAIN = Plain()
 QUIET = LineMatch()  # stands for "noise only": counted, neither progress nor an event
 
 
-@dataclass(frozen=True)
-class Pending:
+class Pending(NamedTuple):
     """A line that only STARTs, progress rules and noise rules may hit. Once its block has
     shown progress, and its STARTs are of open phases, such a line changes nothing but what
     the progress judge remembers, and only the last one of each rule counts for that: the
-    engine may then set it aside in a `Held` instead of asking `Prefilter.resolve`."""
+    engine may then set it aside in a `Held` instead of asking `Prefilter.resolve`. (Named
+    tuples, as Spans and Segment: one is made for most state changes, a third the cost of
+    a frozen dataclass.)"""
 
     raw: bytes
     mask: int
@@ -50,8 +51,7 @@ class Pending:
     progress: tuple[Entry, ...]
 
 
-@dataclass(frozen=True)
-class Spans:
+class Spans(NamedTuple):
     """Lines `data[start:end]` of a block that has shown progress, which the engine sets
     aside whole: nothing but noise, progress rules whose memory is a single value, and STARTs
     that would change nothing (the engine said so) may hit them. `progress`: the progress
@@ -64,6 +64,8 @@ class Spans:
 
 
 class Matcher(Protocol):
+    """What a Held asks of the prefilter when it is released."""
+
     def matches(self, entry: Entry,
                 items: Iterable[bytes | Spans]) -> Iterator[regex.Match[str]]: ...
 
