@@ -44,6 +44,9 @@ from hangwatch.core.translate import EVERY_LINE, Untranslatable, line_forms
 PROBE_LINES = 256  # lines tried one by one for the next plain line before finding all noise
 FIRST_WINDOW = 8 << 10  # bytes scanned in full at a block's start: most show progress at once
 STRETCH_WINDOW = 16 << 10  # bytes first scanned for STARTs between lines rare rules hit
+# Once a block has shown progress, its START and kept progress hits are all listed from one
+# scan, HITS_CHUNK bytes at a time, while a chunk holds no more than one a HIT_BYTES bytes.
+HITS_CHUNK, HIT_BYTES = 64 << 10, 128
 # After CLOSE_STOPS lines in a row that each came within CLOSE_BYTES of the one before (a
 # phase a line: generated step markers), the next DENSE_SPAN bytes go line by line.
 CLOSE_STOPS, CLOSE_BYTES, DENSE_SPAN = 4, 1 << 10, 64 << 10
@@ -152,8 +155,9 @@ class Prefilter:
         rules may hit, one by one, and what lies between them as `_stretch` cuts it."""
         if self._first_pids and not self.database("first"):  # refused: by flags alone
             return (yield from self._one_by_one(data, pos, len(data), lines, repeats_only))
+        hits = _FirstHits(self, data, pos, len(data))
         for start, stop in [*self._rare(data, pos), (len(data), len(data))]:
-            lines = yield from self._stretch(data, pos, start, lines, repeats_only)
+            lines = yield from self._stretch(data, pos, start, lines, repeats_only, hits)
             if start == len(data):
                 break
             pos = stop + 1
@@ -161,14 +165,15 @@ class Prefilter:
         return lines
 
     def _stretch(self, data: bytes, pos: int, end: int, lines: int,
-                 repeats_only: Callable[[PhaseRule], bool]) -> Generator[Segment, None, int]:
+                 repeats_only: Callable[[PhaseRule], bool],
+                 hits: _FirstHits) -> Generator[Segment, None, int]:
         """Lines `pos` to `end` of a block that has shown progress, which no rare rule hits:
         as Spans up to the first line a START that would change something may hit, that line
-        on its own, and so on. Each scan covers a window that grows while nothing stops it,
-        and after a stop spans twice the distance to it (STRETCH_WINDOW at least); a run of
-        stops close together goes line by line on the flags (`_one_by_one`), so that a
-        stretch where every line starts a phase costs no more than one scan of it. Returns
-        the lines passed over since the last segment."""
+        on its own, and so on. Each window (read off `hits` where it can) grows while
+        nothing stops it, and after a stop spans twice the distance to it (STRETCH_WINDOW at
+        least); a run of stops close together goes line by line on the flags
+        (`_one_by_one`), so that a stretch where every line starts a phase costs no more
+        than one scan of it. Returns the lines passed over since the last segment."""
         size, close = STRETCH_WINDOW, 0
         while pos < end:
             if close >= CLOSE_STOPS:  # a phase a line or so: scans would cost more than lines
@@ -178,7 +183,7 @@ class Prefilter:
                 pos, size, close = high, STRETCH_WINDOW, 0
                 continue
             high = end if end - pos <= size else data.index(b"\n", pos + size - 1) + 1
-            firsts = self._firsts(data, pos, high)
+            firsts = hits.firsts(pos, high)
             stops = [self._first_kept(data, entry, at, high, repeats_only)
                      if entry.rule.origin.generic else at
                      for pid, at in firsts.items() if pid not in self._kept
@@ -392,7 +397,8 @@ class Prefilter:
 
     def _firsts(self, data: bytes, low: int, high: int) -> dict[int, int]:
         """Pattern id -> end of its first match from `low` to `high`, for the STARTs and the
-        progress rules that the engine may set aside (`_kept`): each reports once a scan."""
+        progress rules that the engine may set aside (`_kept`): each reports once a scan,
+        whatever the number of its lines."""
         firsts: dict[int, int] = {}
 
         def on_match(pid: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
@@ -447,9 +453,10 @@ class Prefilter:
                               store=store)
             elif name == "count":
                 db = compile_database([f"(?:{'|'.join(self._noise_forms)})[^\\n]*$"], store=store)
-            elif name == "first":  # each pattern reports once a scan
+            elif name in ("first", "every-first"):  # first: each pattern reports once
                 forms = {pid: self._loose_forms[pid] for pid in self._first_pids}
-                db = compilable(forms, self._relaxed, store, single=True)[2] or False
+                db = compilable(forms, self._relaxed, store, single=name == "first")[2]
+                db = db or False
             elif name == "rare" or name.startswith("one:"):
                 db = self._wide(self._rare_pids if name == "rare" else [int(name[4:])])
             else:  # "loose" (each pattern once a scan, for one line) or "loose-all"
@@ -517,6 +524,57 @@ class Prefilter:
         except TimeoutError:
             self.rules.timeouts += 1
             return None
+
+
+class _FirstHits:
+    """`Prefilter._firsts` for the windows of a block's stretches. Windows overlap (each
+    runs past the stop it finds, and the next starts there: twice the bytes of a per-step
+    log were scanned, at a state change every 4 KB), so where hits are few, every hit of the
+    STARTs and kept progress rules is listed from one scan of the block, a chunk at a time,
+    and a window's firsts are read off that list. A chunk with more hits than one a
+    HIT_BYTES bytes (a progress bar on every line) ends the list: windows past it are
+    scanned one by one, each pattern reported once, whatever the number of its lines."""
+
+    def __init__(self, prefilter: Prefilter, data: bytes, low: int, high: int) -> None:
+        self._prefilter = prefilter
+        self._data = data
+        self._high = high
+        self._known = low  # every hit that ends by here is listed
+        self._ends: list[int] = []  # where each hit ends, in order
+        self._pids: list[int] = []
+        self._every = prefilter.database("every-first")
+        self._dense = not self._every
+
+    def firsts(self, low: int, high: int) -> dict[int, int]:
+        while not self._dense and self._known < high:
+            self._scan()
+        if high > self._known:
+            return self._prefilter._firsts(self._data, low, high)
+        firsts: dict[int, int] = {}
+        ends, pids = self._ends, self._pids
+        for i in range(bisect.bisect_right(ends, low), bisect.bisect_right(ends, high)):
+            firsts.setdefault(pids[i], ends[i])
+        return firsts
+
+    def _scan(self) -> None:
+        """The hits of the next chunk, listed unless there are too many."""
+        data, low = self._data, self._known
+        high = (self._high if self._high - low <= HITS_CHUNK
+                else data.index(b"\n", low + HITS_CHUNK - 1) + 1)
+        codes: list[int] = []
+        add = codes.append
+
+        def on_match(pid: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
+            add((low + end) << 16 | pid)
+
+        self._every.scan(memoryview(data)[low:high], match_event_handler=on_match)
+        if len(codes) * HIT_BYTES > high - low:
+            self._dense = True
+            return
+        codes.sort()
+        self._ends.extend(code >> 16 for code in codes)
+        self._pids.extend(code & 0xFFFF for code in codes)
+        self._known = high
 
 
 class PlainFinder:
