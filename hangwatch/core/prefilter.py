@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+from array import array
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -540,8 +541,10 @@ class _FirstHits:
         self._data = data
         self._high = high
         self._known = low  # every hit that ends by here is listed
-        self._ends: list[int] = []  # where each hit ends, in order
-        self._pids: list[int] = []
+        # Where each hit ends, in order, and its pattern: arrays, 10 bytes a hit (ints in a
+        # list take 36), as a block may hold one a 128 bytes.
+        self._ends = array("q")
+        self._pids = array("H")
         self._every = prefilter.database("every-first")
         self._dense = not self._every
 
