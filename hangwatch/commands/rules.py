@@ -21,6 +21,7 @@ import regex
 
 from hangwatch.core.clock import FakeClock
 from hangwatch.core.events import PhaseEvent
+from hangwatch.core.hitcounts import HitCounter, HitLines
 from hangwatch.core.lines import LineSplitter
 from hangwatch.core.model import PhaseRule, RulePack
 from hangwatch.core.progress import ProgressJudge
@@ -378,7 +379,6 @@ NO_HIT = LineMatch()
 # The prefilter's kinds of hit, as `rules test` names them.
 COUNTED_AS = {"start": "phase-start", "done": "phase-done", "signal": "signal",
               "progress": "progress", "noise": "noise", "finish": "finish"}
-HitLines = tuple[list[tuple[int, bytes, LineMatch]], Counter[Any]]
 
 
 class RuleTester:
@@ -394,6 +394,7 @@ class RuleTester:
         self.show = show
         self.clock = FakeClock()
         self.prefilter = prefilter_for(rules)
+        self.counter = HitCounter(self.prefilter) if self.prefilter is not None else None
         # Fed lines joined here, and only some of them: the engine must not join rows again.
         self.engine = build_engine(rules, 600.0, clock=self.clock, prefilter=self.prefilter,
                                    unwrap=False)
@@ -415,7 +416,7 @@ class RuleTester:
         count = data.count(b"\n")
         rows = count + len(self._joined)
         shown = self.show.within(self.lines + 1, self.lines + rows)
-        if self.prefilter is not None and not shown:
+        if self.counter is not None and not shown:
             self._count_block(data, count)
             self.lines += rows
             return
@@ -441,8 +442,8 @@ class RuleTester:
     def _count_block(self, data: bytes, count: int) -> None:
         """A block none of whose lines is shown or needed as an example: counted from the
         prefilter's flags, and only the lines hitting more than noise go to the engine."""
-        assert self.prefilter is not None
-        counts, matched, feed = self.prefilter.hit_counts(
+        assert self.counter is not None
+        counts, matched, feed = self.counter.counts(
             data, self._example if len(self.examples) < EXAMPLES else None)
         for (kind, rule), n in counts.items():
             self.counts[(COUNTED_AS[kind], rule.id)] += n
@@ -450,8 +451,8 @@ class RuleTester:
         self.engine.feed_block("log", b"".join(raw + b"\n" for raw in feed))
 
     def _hit_lines(self, data: bytes, detail: bool) -> HitLines:
-        if self.prefilter is not None:
-            return self.prefilter.hit_lines(data, noise_lines=detail)
+        if self.counter is not None:
+            return self.counter.lines(data, noise_lines=detail)
         found = ((i, raw, self.rules.match(raw.decode("utf-8", "replace")))
                  for i, raw in enumerate(data.split(b"\n")[:-1]))
         return [(i, raw, match) for i, raw, match in found if match is not None], Counter()

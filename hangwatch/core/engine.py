@@ -39,10 +39,11 @@ from hangwatch.core.lines import last_lines
 from hangwatch.core.model import PhaseRule
 from hangwatch.core.order import Between, expected_next
 from hangwatch.core.phases import PhaseTracker, TimelineEntry, Where
-from hangwatch.core.prefilter import QUIET, Held, Pending, Plain, Prefilter, Spans
+from hangwatch.core.prefilter import Prefilter
 from hangwatch.core.progress import ProgressJudge
 from hangwatch.core.ranks import RankTracker
 from hangwatch.core.rules import LineMatch, RuleSet, is_generic_only
+from hangwatch.core.segments import QUIET, Held, Pending, Plain, Spans
 from hangwatch.core.stall import StallTimer
 from hangwatch.core.timestamps import parse_stamp
 from hangwatch.core.waits import WaitDetector
@@ -166,11 +167,19 @@ class Engine:
         events: list[Event] = []
         line = self.lines.get(source, 0)
         held = Held(prefilter)
-        # The tracker's answers until it moves, by the STARTs' tuple: one per plan, kept by
-        # the prefilter, so its id names it (hashing rules costs more than asking).
+        # The tracker's answers until it moves, by the STARTs' tuple (one per plan, kept by
+        # the prefilter, so its id names it: hashing rules costs more than asking) and by
+        # rule for the prefilter's own questions (asked of every START in each window).
         repeats: dict[int, bool] = {}
-        segments = prefilter.segments(data, lambda: not self._progressed,
-                                      lambda rule: self._repeats_only((rule,)))
+        by_rule: dict[int, bool] = {}
+
+        def repeats_only(rule: PhaseRule) -> bool:
+            found = by_rule.get(id(rule))
+            if found is None:
+                found = by_rule[id(rule)] = self._repeats_only((rule,))
+            return found
+
+        segments = prefilter.segments(data, lambda: not self._progressed, repeats_only)
         for lines, text, match in segments:
             line += lines
             self.lines[source] = line
@@ -201,10 +210,13 @@ class Engine:
             self._release(held, source)
             events.extend(self._matched(source, at(line), text, match))
             repeats.clear()
+            by_rule.clear()
         self._release(held, source)
         return events
 
     def _release(self, held: Held, source: str) -> None:
+        if not held:
+            return
         for rule, matches in held.release():
             # ranks: each rank's newest set-aside line (counter, phase)
             matches = self.ranks.held(source, rule, matches, self.tracker.current)
@@ -448,10 +460,12 @@ class Engine:
         marks = (match.phase_dones or match.finish
                  or not self.tracker.repeats_only(match.phase_starts))
         where = Where(source, line, now_wall, parse_stamp(text) if marks else None, text)
-        generic_only = is_generic_only(match)
+        hit = match  # as the line hit: whether only generic rules did is asked of it
         if match.phase_starts:  # a generic phase that does not nest: silent in a pack's
-            match = match._replace(phase_starts=tuple(
-                r for r in match.phase_starts if r.nests or not self._inside_pack_phase(r)))
+            starts = tuple(r for r in match.phase_starts
+                           if r.nests or not self._inside_pack_phase(r))
+            if len(starts) < len(match.phase_starts):
+                match = match._replace(phase_starts=starts)
         for rule in match.phase_dones:
             events.extend(self.tracker.done(rule, where))
         placed = (self._place_stop(source, line, text)
@@ -483,11 +497,11 @@ class Engine:
         elif default:
             # Words name where the job is, not whether it moves: a generic line that only
             # repeats is judged as a line no rule knows.
-            if generic_only:
+            if is_generic_only(hit):
                 events.extend(self._plain(source, line, text))
             else:
                 events.extend(self._progress(source, line))
-        elif generic_only and match.signals:
+        elif match.signals and is_generic_only(hit):
             # A generic signal is no progress; one the job keeps printing ("still waiting for
             # rank 3 (attempt 7)") is also a wait loop, which the stall names with its count.
             self.waits.judge(source, line, text, self.clock.monotonic())

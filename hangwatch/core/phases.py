@@ -100,14 +100,18 @@ class PhaseTracker:
         return self._last_step.get(self._open[-1][0].id) if self._open else None
 
     def is_open(self, phase_id: str) -> bool:
-        return any(r.id == phase_id for r, _ in self._open)
+        return any(rule.id == phase_id for rule, _ in self._open)
 
     def repeats_only(self, starts: tuple[PhaseRule, ...]) -> bool:
         """Would these STARTs change nothing? (Each of an open phase, none of which has a
         step that a repeat of its START would end.)"""
-        return all(self.is_open(r.id) and not any(s.done is None for s, _ in
-                                                  self._steps.get(r.id, ()))
-                   for r in starts)
+        for rule in starts:
+            if not self.is_open(rule.id):
+                return False
+            for step, _ in self._steps.get(rule.id, ()):
+                if step.done is None:
+                    return False
+        return True
 
     def start(self, rule: PhaseRule, where: Where) -> list[PhaseEvent]:
         if self.is_open(rule.id):

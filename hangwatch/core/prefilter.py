@@ -28,70 +28,32 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-import hashlib
-import itertools
-import json
-import platform
-from collections import Counter
+from array import array
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import regex
 
 from hangwatch.core import rules as rules_module
+from hangwatch.core.databases import DatabaseStore, compilable, compile_database
 from hangwatch.core.model import PhaseRule
 from hangwatch.core.rules import LineMatch, RuleSet
+from hangwatch.core.segments import PLAIN, QUIET, Entry, Pending, Plain, Segment, Spans
 from hangwatch.core.translate import EVERY_LINE, Untranslatable, line_forms
 
-
-class DatabaseStore(Protocol):
-    """Keeps compiled databases between runs (`hangwatch/storage/cache.py` on disk):
-    compiling the built-in rules takes about half a second, loading them microseconds."""
-
-    def load(self, key: str) -> bytes | None: ...
-
-    def save(self, key: str, blob: bytes) -> None: ...
-
-
-# --- scanning ------------------------------------------------------------------------------
-
-class Plain:
-    """Marks a segment's line as one no rule hits (see `Segment`)."""
-
-    def __repr__(self) -> str:
-        return "PLAIN"
-
-
-PLAIN = Plain()
-# (lines, text, match): `lines` lines passed over (noise only, or plain while the caller
-# needs no plain line), then, unless `match` is None, one more line: `text` and what
-# `RuleSet.match` says of it, a Pending line whose answer is left to be asked, or PLAIN.
-# Or `lines` lines and a `Spans` of them that the engine sets aside whole.
-Segment = tuple[int, str, "LineMatch | Pending | Plain | Spans | None"]
-QUIET = LineMatch()  # stands for "noise only": counted, neither progress nor an event
-# See Prefilter.hit_counts: lines hit by kind and rule, lines hit, lines to feed.
-HitCounts = tuple[Counter[tuple[str, Any]], int, list[bytes]]
 PROBE_LINES = 256  # lines tried one by one for the next plain line before finding all noise
 FIRST_WINDOW = 8 << 10  # bytes scanned in full at a block's start: most show progress at once
 STRETCH_WINDOW = 16 << 10  # bytes first scanned for STARTs between lines rare rules hit
+# Once a block has shown progress, its START and kept progress hits are all listed from one
+# scan, HITS_CHUNK bytes at a time, while a chunk holds no more than one a HIT_BYTES bytes.
+HITS_CHUNK, HIT_BYTES = 64 << 10, 128
 # After CLOSE_STOPS lines in a row that each came within CLOSE_BYTES of the one before (a
 # phase a line: generated step markers), the next DENSE_SPAN bytes go line by line.
 CLOSE_STOPS, CLOSE_BYTES, DENSE_SPAN = 4, 1 << 10, 64 << 10
 BACK_WINDOW = 4 << 10  # bytes searched first, from the end, for a progress rule's newest line
 _Line = tuple[int, int, int]  # start, end (its b"\n"), mask of pattern ids
-
-
-@dataclass(frozen=True)
-class _Entry:
-    pid: int  # Hyperscan's id; entries are in the order RuleSet.match reports them
-    kind: str  # start, done, signal, noise, progress or finish
-    rule: Any
-    pattern: regex.Pattern[str]
-    exact: bool
-
-
-_Hit = tuple[_Entry, "regex.Match[str] | None"]
+_Hit = tuple[Entry, "regex.Match[str] | None"]
 
 
 @dataclass(frozen=True)
@@ -101,61 +63,11 @@ class _Plan:
     counter, and patterns not exact on this kind of line)."""
 
     known: tuple[_Hit, ...]
-    search: tuple[_Entry, ...]
+    search: tuple[Entry, ...]
     fixed: LineMatch | None  # the answer when no searched pattern matches
     progress_only: bool
     # (STARTs, progress entries) when a line so flagged may be Pending, else None
-    defer: tuple[tuple[PhaseRule, ...], tuple[_Entry, ...]] | None
-
-
-@dataclass(frozen=True)
-class Pending:
-    """A line that only STARTs, progress rules and noise rules may hit. Once its block has
-    shown progress, and its STARTs are of open phases, such a line changes nothing but what
-    the progress judge remembers, and only the last one of each rule counts for that: the
-    engine may then set it aside in a `Held` instead of asking `Prefilter.resolve`."""
-
-    raw: bytes
-    mask: int
-    strict: bool
-    starts: tuple[PhaseRule, ...]
-    progress: tuple[_Entry, ...]
-
-
-@dataclass(frozen=True)
-class Spans:
-    """Lines `data[start:end]` of a block that has shown progress, which the engine sets
-    aside whole: nothing but noise, progress rules whose memory is a single value, and STARTs
-    that would change nothing (the engine said so) may hit them. `progress`: the progress
-    rules that may hit some of them, in the order of their first such line."""
-
-    data: bytes
-    start: int
-    end: int
-    progress: tuple[_Entry, ...]
-
-
-class Held:
-    """Lines set aside (Pending lines and Spans), by progress rule, oldest first."""
-
-    def __init__(self, prefilter: Prefilter) -> None:
-        self._prefilter = prefilter
-        self._lines: dict[int, tuple[_Entry, list[bytes | Spans]]] = {}  # by pattern id
-
-    def add(self, pending: Pending) -> None:
-        for entry in pending.progress:
-            self._lines.setdefault(entry.pid, (entry, []))[1].append(pending.raw)
-
-    def add_spans(self, spans: Spans) -> None:
-        for entry in spans.progress:
-            self._lines.setdefault(entry.pid, (entry, []))[1].append(spans)
-
-    def release(self) -> Iterator[tuple[Any, Iterator[regex.Match[str]]]]:
-        """For each progress rule (ProgressRule), the matches of its lines, newest first:
-        the judge takes the first it can use. Empties the hold."""
-        held, self._lines = self._lines, {}
-        for entry, items in held.values():
-            yield entry.rule, self._prefilter.matches(entry, reversed(items))
+    defer: tuple[tuple[PhaseRule, ...], tuple[Entry, ...]] | None
 
 
 class Prefilter:
@@ -163,25 +75,21 @@ class Prefilter:
     would; a plain line only matters as the block's first (see `Segment`). One thread at a
     time: Hyperscan's scratch space belongs to the database."""
 
-    def __init__(self, rules: RuleSet, entries: Sequence[_Entry], strict: Any,
+    def __init__(self, rules: RuleSet, entries: Sequence[Entry], strict: Any,
                  noise: dict[int, str], loose: Sequence[str], status: str,
                  store: DatabaseStore | None = None) -> None:
         self.rules = rules
         self._store = store
         self.status = status
-        self._entries = tuple(entries)
-        self._noise = tuple(e for e in entries if e.kind == "noise")
+        self.entries = tuple(entries)
         self._strict = strict  # every pattern but the exact noise ones, over whole blocks
-        self._other_id = len(entries)  # a byte >= 0x80: the line is checked loosely
+        self.other_id = len(entries)  # a byte >= 0x80: the line is checked loosely
         self._noise_forms = list(noise.values())  # exact noise rules, one line at a time
-        self._noise_pids = list(noise)
+        self.noise_pids = list(noise)
         self._loose_forms = list(loose)  # every pattern, for lines with other bytes
         self._patterns = [e.pattern.pattern for e in entries]
         self._lazy: dict[str, Any] = {}  # databases compiled when first needed
         self._plans: dict[tuple[int, bool], _Plan] = {}
-        # What `hit_counts` takes of a line, by its flags (ASCII) or its patterns found.
-        self._counts: dict[int, tuple[tuple[tuple[str, Any], ...], bool] | None] = {}
-        self._keys_by_hits: dict[int, tuple[tuple[tuple[str, Any], ...], bool]] = {}
         # Once a block has shown progress: the progress rules whose lines are set aside
         # whatever the state, the patterns looked for between rare lines (those and the
         # STARTs), and the rare ones (every other kind but noise, which then never matters).
@@ -207,23 +115,23 @@ class Prefilter:
         if pos < len(data):
             lines = yield from self._set_aside(data, pos, lines, repeats_only)
         if lines:
-            yield lines, "", None
+            yield Segment(lines, "", None)
 
     def _judged(self, data: bytes,
                 wants_plain: Callable[[], bool]) -> Generator[Segment, None, tuple[int, int]]:
         """Segments from the block's start while `wants_plain()`, a line at a time, in
         windows that grow (most blocks show progress in their first lines). Returns where
         it stopped and the lines passed over since the last segment."""
-        finder = _PlainFinder(self, data)
+        finder = PlainFinder(self, data)
         pos = lines = 0
         size = FIRST_WINDOW
         while pos < len(data) and wants_plain():
             end = data.index(b"\n", min(len(data), pos + size) - 1) + 1
-            for start, stop, mask in [*self._scan(data, pos, end), (end, end, 0)]:
+            for start, stop, mask in [*self.flagged(data, pos, end), (end, end, 0)]:
                 while (at := finder.next(pos, start)) is not None:
                     lines += data.count(b"\n", pos, at)
                     pos = data.index(b"\n", at) + 1
-                    yield lines, data[at:pos - 1].decode("utf-8", "replace"), PLAIN
+                    yield Segment(lines, data[at:pos - 1].decode("utf-8", "replace"), PLAIN)
                     lines = 0
                     if not wants_plain():
                         return pos, lines
@@ -235,7 +143,7 @@ class Prefilter:
                 if found is None:
                     lines += 1
                     continue
-                yield (lines, *found)
+                yield Segment(lines, *found)
                 lines = 0
                 if not wants_plain():
                     return pos, lines
@@ -246,10 +154,11 @@ class Prefilter:
                    repeats_only: Callable[[PhaseRule], bool]) -> Generator[Segment, None, int]:
         """Segments of the block from `pos` on, once it has shown progress: the lines rare
         rules may hit, one by one, and what lies between them as `_stretch` cuts it."""
-        if self._first_pids and not self._database("first"):  # refused: by flags alone
+        if self._first_pids and not self.database("first"):  # refused: by flags alone
             return (yield from self._one_by_one(data, pos, len(data), lines, repeats_only))
+        hits = _FirstHits(self, data, pos, len(data))
         for start, stop in [*self._rare(data, pos), (len(data), len(data))]:
-            lines = yield from self._stretch(data, pos, start, lines, repeats_only)
+            lines = yield from self._stretch(data, pos, start, lines, repeats_only, hits)
             if start == len(data):
                 break
             pos = stop + 1
@@ -257,14 +166,15 @@ class Prefilter:
         return lines
 
     def _stretch(self, data: bytes, pos: int, end: int, lines: int,
-                 repeats_only: Callable[[PhaseRule], bool]) -> Generator[Segment, None, int]:
+                 repeats_only: Callable[[PhaseRule], bool],
+                 hits: _FirstHits) -> Generator[Segment, None, int]:
         """Lines `pos` to `end` of a block that has shown progress, which no rare rule hits:
         as Spans up to the first line a START that would change something may hit, that line
-        on its own, and so on. Each scan covers a window that grows while nothing stops it,
-        and after a stop spans twice the distance to it (STRETCH_WINDOW at least); a run of
-        stops close together goes line by line on the flags (`_one_by_one`), so that a
-        stretch where every line starts a phase costs no more than one scan of it. Returns
-        the lines passed over since the last segment."""
+        on its own, and so on. Each window (read off `hits` where it can) grows while
+        nothing stops it, and after a stop spans twice the distance to it (STRETCH_WINDOW at
+        least); a run of stops close together goes line by line on the flags
+        (`_one_by_one`), so that a stretch where every line starts a phase costs no more
+        than one scan of it. Returns the lines passed over since the last segment."""
         size, close = STRETCH_WINDOW, 0
         while pos < end:
             if close >= CLOSE_STOPS:  # a phase a line or so: scans would cost more than lines
@@ -274,18 +184,18 @@ class Prefilter:
                 pos, size, close = high, STRETCH_WINDOW, 0
                 continue
             high = end if end - pos <= size else data.index(b"\n", pos + size - 1) + 1
-            firsts = self._firsts(data, pos, high)
+            firsts = hits.firsts(pos, high)
             stops = [self._first_kept(data, entry, at, high, repeats_only)
                      if entry.rule.origin.generic else at
                      for pid, at in firsts.items() if pid not in self._kept
-                     and not repeats_only((entry := self._entries[pid]).rule)]
+                     and not repeats_only((entry := self.entries[pid]).rule)]
             stop = min((at for at in stops if at is not None), default=None)
             cut = high if stop is None else max(pos, data.rfind(b"\n", pos, stop - 1) + 1)
-            spans = tuple(self._entries[pid] for pid, at in sorted(
+            spans = tuple(self.entries[pid] for pid, at in sorted(
                 firsts.items(), key=lambda item: item[1]) if pid in self._kept and at <= cut)
             lines += data.count(b"\n", pos, cut)
             if spans:
-                yield lines, "", Spans(data, pos, cut, spans)
+                yield Segment(lines, "", Spans(data, pos, cut, spans))
                 lines = 0
             if stop is None:
                 pos, size = high, size * 4
@@ -301,11 +211,11 @@ class Prefilter:
         """The flagged lines from `pos` to `end`, judged by their flags alone where that
         suffices: those the engine would set aside are gathered into Spans, the others are
         segments of their own."""
-        held: dict[int, _Entry] = {}  # progress rules of the lines gathered since `pos`
+        held: dict[int, Entry] = {}  # progress rules of the lines gathered since `pos`
         repeats: dict[int, bool] = {}  # by STARTs' tuple, until a segment moves the engine
-        for start, stop, mask in self._scan(data, pos, end):
-            if not mask >> self._other_id & 1:  # pure ASCII: the flags are exact
-                defer = self._plan(mask, True).defer
+        for start, stop, mask in self.flagged(data, pos, end):
+            if not mask >> self.other_id & 1:  # pure ASCII: the flags are exact
+                defer = self.plan(mask, True).defer
                 if defer is not None:
                     repeat = repeats.get(id(defer[0]))
                     if repeat is None:
@@ -315,14 +225,14 @@ class Prefilter:
                         continue
             lines += data.count(b"\n", pos, start)
             if held:
-                yield lines, "", Spans(data, pos, start, tuple(held.values()))
+                yield Segment(lines, "", Spans(data, pos, start, tuple(held.values())))
                 lines, held = 0, {}
             pos = stop + 1
             lines = yield from self._alone(data, start, stop, lines, mask)
             repeats.clear()
         lines += data.count(b"\n", pos, end)
         if held:
-            yield lines, "", Spans(data, pos, end, tuple(held.values()))
+            yield Segment(lines, "", Spans(data, pos, end, tuple(held.values())))
             lines = 0
         return lines
 
@@ -335,10 +245,10 @@ class Prefilter:
                               plain=False)
         if found is None:
             return lines + 1
-        yield (lines, *found)
+        yield Segment(lines, *found)
         return 0
 
-    def _first_kept(self, data: bytes, entry: _Entry, at: int, high: int,
+    def _first_kept(self, data: bytes, entry: Entry, at: int, high: int,
                     repeats_only: Callable[[PhaseRule], bool]) -> int | None:
         """For a generic START that would change something, first hit at `at`: the end of
         the first line up to `high` where it counts, None if there is none. It does not
@@ -351,7 +261,7 @@ class Prefilter:
         def on_match(_pid: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
             found.append(low + end - 1)
 
-        self._database(f"one:{entry.pid}").scan(memoryview(data)[low:high],
+        self.database(f"one:{entry.pid}").scan(memoryview(data)[low:high],
                                                 match_event_handler=on_match)
         done = -1
         for last in sorted(found):
@@ -359,7 +269,7 @@ class Prefilter:
                 continue
             done = data.index(b"\n", last)
             mask = self._line_mask(data[data.rfind(b"\n", 0, last) + 1:done])
-            defer = None if mask >> self._other_id & 1 else self._plan(mask, True).defer
+            defer = None if mask >> self.other_id & 1 else self.plan(mask, True).defer
             if defer is None or not all(map(repeats_only, defer[0])):
                 return done + 1
         return None
@@ -368,36 +278,36 @@ class Prefilter:
                  plain: bool) -> tuple[str, LineMatch | Pending | Plain] | None:
         """What a flagged line is as a segment (text and match), or None when it is only
         counted (noise, or plain while the caller needs no plain line)."""
-        candidates = self._candidates(raw, mask)
+        candidates = self.candidates(raw, mask)
         if candidates is not None and candidates[0] and (
                 pending := self._pending(raw, candidates)) is not None:
             return "", pending
-        text, match = self._line(raw, candidates)
+        text, match = self.line(raw, candidates)
         if match is None:
             return (text, PLAIN) if plain else None
         return None if match is QUIET else (text, match)
 
     def resolve(self, pending: Pending) -> tuple[str, LineMatch | None]:
         """What RuleSet.match says of a Pending line (QUIET: noise only)."""
-        return self._line(pending.raw, (pending.mask, pending.strict))
+        return self.line(pending.raw, (pending.mask, pending.strict))
 
-    def matches(self, entry: _Entry,
+    def matches(self, entry: Entry,
                 items: Iterable[bytes | Spans]) -> Iterator[regex.Match[str]]:
         """Where `entry`'s pattern matches these lines (a Spans: its lines newest first),
         skipping those it does not."""
         for item in items:
             raws = self._newest(entry, item) if isinstance(item, Spans) else (item,)
             for raw in raws:
-                found = self._search(entry.pattern, raw.decode("utf-8", "replace"))
+                found = self.search(entry.pattern, raw.decode("utf-8", "replace"))
                 if found is not None:
                     yield found
 
-    def _newest(self, entry: _Entry, spans: Spans) -> Iterator[bytes]:
+    def _newest(self, entry: Entry, spans: Spans) -> Iterator[bytes]:
         """The lines of `spans` that `entry`'s wider form hits, newest first: found in
         windows searched from the end, each larger than the one before, since the caller
         mostly wants one line."""
         data, end, size = spans.data, spans.end, BACK_WINDOW
-        db = self._database(f"one:{entry.pid}")
+        db = self.database(f"one:{entry.pid}")
         found: list[int] = []
 
         def on_match(_pid: int, _start: int, at: int, _flags: int, _ctx: object) -> None:
@@ -412,171 +322,7 @@ class Prefilter:
                 yield data[data.rfind(b"\n", 0, stop) + 1:stop]
             end, size = start, size * 4
 
-    def hit_counts(self, data: bytes,
-                   unmatched: Callable[[bytes], bool] | None = None) -> HitCounts:
-        """For `hangwatch rules test` on lines it does not show, a block of complete lines:
-        how many lines each rule hits, by kind (as `RuleSet.match` reports them: one noise
-        rule a line), how many lines some rule hits, and the lines a rule other than noise
-        hits, in order. Lines no rule hits go to `unmatched`, in order, until it returns
-        False. A line that only rules exact on it hit needs no `regex` search."""
-        first_noise = self._first_noise(data)
-        counts: Counter[tuple[str, Any]] = Counter()
-        feed: list[bytes] = []
-        finder = _PlainFinder(self, data)
-        wanted, take = unmatched is not None, unmatched or (lambda _raw: False)
-        flagged = self._scan(data)
-        loose = self._loose_masks(data, [(s, e) for s, e, m in flagged
-                                         if m >> self._other_id & 1])
-        seen: dict[int, tuple[tuple[tuple[str, Any], ...], int]] = {}  # keys (cached), lines
-        hit = pos = 0
-        for start, end, mask in [*flagged, (len(data), len(data), 0)]:
-            while wanted and (at := finder.next(pos, start)) is not None:
-                pos = data.index(b"\n", at) + 1
-                wanted = take(data[at:pos - 1])
-            if start == len(data):
-                break
-            pos = end + 1
-            noise = first_noise.pop(end, None)
-            known = None
-            if not mask >> self._other_id & 1:
-                known = self._counted(mask | (0 if noise is None
-                                              else 1 << self._noise_pids[noise]))
-            elif loose is not None:
-                known = self._confirmed(data[start:end], loose[start])
-            if known is None:
-                raw = data[start:end]
-                match = self._full(raw, self._candidates(raw, mask))
-                known = ((), False) if match is None else _keys(match)
-            keys, more = known
-            if keys:
-                hit += 1
-                seen[id(keys)] = (keys, seen.get(id(keys), (keys, 0))[1] + 1)
-            elif wanted:
-                wanted = take(data[start:end])
-            if more:
-                feed.append(data[start:end])
-        for keys, n in seen.values():  # hashing rules costs more than counting by tuple
-            for key in keys:
-                counts[key] += n
-        for i in first_noise.values():
-            counts[("noise", self._entries[self._noise_pids[i]].rule)] += 1
-        return counts, hit + len(first_noise), feed
-
-    def _counted(self, mask: int) -> tuple[tuple[tuple[str, Any], ...], bool] | None:
-        """What `hit_counts` takes of an ASCII line so flagged (exact noise included): the
-        (kind, rule) pairs it counts and whether more than noise hits; None when a `regex`
-        search must decide."""
-        if mask not in self._counts:
-            plan = self._plan(mask, True)
-            exact = all(e.exact for e in plan.search)  # progress rules: sure hits, uncounted
-            hits = sum(1 << e.pid for e in (*(e for e, _ in plan.known), *plan.search))
-            self._counts[mask] = self._keyed(hits) if exact else None
-        return self._counts[mask]
-
-    def _loose_masks(self, data: bytes, lines: list[tuple[int, int]]) -> dict[int, int] | None:
-        """Line start -> the patterns whose loose forms hit it, for these lines (with bytes
-        >= 0x80), found in one scan of them all; None when Hyperscan refused the forms."""
-        if not lines:
-            return {}
-        db = self._database("loose-all")
-        if not db:
-            return None
-        joined = b"\n".join(data[start:end] for start, end in lines) + b"\n"
-        ends = list(itertools.accumulate(end - start + 1 for start, end in lines))
-        masks = [0] * len(lines)
-
-        def on_match(pid: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
-            masks[bisect.bisect_left(ends, end)] |= 1 << pid  # a match ends before its "\n"
-
-        db.scan(joined, match_event_handler=on_match)
-        return {start: mask for (start, _), mask in zip(lines, masks, strict=True)}
-
-    def _confirmed(self, raw: bytes, mask: int) -> tuple[tuple[tuple[str, Any], ...], bool]:
-        """What `hit_counts` takes of a line with other bytes whose loose forms `mask` hit:
-        each of those patterns is searched for with `regex`."""
-        text = raw.decode("utf-8", "replace")
-        hits = 0
-        for pid in _bits(mask):
-            if pid < self._other_id and self._search(self._entries[pid].pattern, text):
-                hits |= 1 << pid
-        return self._keyed(hits)
-
-    def _keyed(self, hits: int) -> tuple[tuple[tuple[str, Any], ...], bool]:
-        """The (kind, rule) pairs a line that these patterns hit counts, and whether more
-        than noise hits it: as `_line_match`, and when only noise counts (a pack's noise
-        outranks generic words), the first noise rule, as RuleSet.match says."""
-        known = self._keys_by_hits.get(hits)
-        if known is None:
-            entries = [self._entries[pid] for pid in _bits(hits)]
-            match = _line_match([(e, None) for e in entries])
-            if match is QUIET:
-                match = LineMatch(noise=next(e.rule for e in entries if e.kind == "noise"))
-            known = self._keys_by_hits[hits] = ((), False) if match is None else _keys(match)
-        return known
-
-    def hit_lines(self, data: bytes, *, noise_lines: bool = True
-                  ) -> tuple[list[tuple[int, bytes, LineMatch]], Counter[Any]]:
-        """For `hangwatch rules test`: every line of a block of complete lines that a rule
-        hits, as (its index in the block, the line, what `RuleSet.match` says of it), noise
-        included, in order. With `noise_lines=False`, lines that only exact noise rules hit
-        (NCCL spew: most of a log, needing no detail) are not listed, only counted by rule."""
-        flagged = self._scan(data)
-        first_noise = self._first_noise(data)  # by line end, of the lines exact noise hits
-        rows: list[tuple[int, int, LineMatch]] = []  # (line start, line end, match)
-        for start, end, mask in flagged:
-            match = self._full(data[start:end], self._candidates(data[start:end], mask))
-            if match is not None:
-                rows.append((start, end, match))
-            first_noise.pop(end, None)
-        rules = [self._entries[pid].rule for pid in self._noise_pids]
-        noise: Counter[Any] = Counter()
-        if noise_lines:
-            rows += [(data.rfind(b"\n", 0, end) + 1, end, LineMatch(noise=rules[i]))
-                     for end, i in first_noise.items()]
-            rows.sort(key=lambda row: row[0])
-        else:
-            for i, n in Counter(first_noise.values()).items():
-                noise[rules[i]] = n
-        lines: list[tuple[int, bytes, LineMatch]] = []
-        index = pos = 0
-        for start, end, match in rows:
-            index += data.count(b"\n", pos, start)
-            pos = start
-            lines.append((index, data[start:end], match))
-        return lines, noise
-
-    def _first_noise(self, data: bytes) -> dict[int, int]:
-        """Line end -> index in `_noise_forms` of the first exact noise rule that hits the
-        line, for the lines of pure ASCII (where those rules are exact) that they hit. Their
-        order is the rules' order, and a noise rule that is not exact flags its line (so a
-        line it hits is not taken from here)."""
-        if not self._noise_forms:
-            return {}
-        codes: list[int] = []
-        add = codes.append
-
-        def on_match(i: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
-            add(end << 16 | i)  # `[^\n]*$`: one report a line and rule, at the line's end
-
-        self._database("each-noise").scan(data, match_event_handler=on_match)
-        codes.sort(reverse=True)  # the first rule of each line is the last one kept
-        return {code >> 16: code & 0xFFFF for code in codes}
-
-    def _full(self, raw: bytes, candidates: tuple[int, bool] | None) -> LineMatch | None:
-        """What `RuleSet.match` says of a flagged line, with the noise rule a QUIET line hits."""
-        text, match = self._line(raw, candidates)
-        if match is not QUIET:
-            return match
-        if candidates is None:
-            return self.rules.match(text)
-        mask, strict = candidates
-        if strict:
-            mask |= self._noise_mask(raw)
-        rule = next((e.rule for e in self._noise if mask >> e.pid & 1
-                     and ((strict and e.exact) or self._search(e.pattern, text))), None)
-        return None if rule is None else LineMatch(noise=rule)  # None: a search timed out
-
-    def _scan(self, data: bytes, low: int = 0, high: int | None = None) -> list[_Line]:
+    def flagged(self, data: bytes, low: int = 0, high: int | None = None) -> list[_Line]:
         """The lines from `low` to `high` (line starts) that some pattern (other than an
         exact noise rule) may hit, or with a byte >= 0x80, in order."""
         codes: list[int] = []
@@ -603,13 +349,13 @@ class Prefilter:
             lines.append((start, end, mask))
         return lines
 
-    def _candidates(self, raw: bytes, mask: int) -> tuple[int, bool] | None:
+    def candidates(self, raw: bytes, mask: int) -> tuple[int, bool] | None:
         """The patterns that may hit a flagged line, and whether their strict forms (exact
         on ASCII lines, less the exact noise rules) found them; None when Hyperscan refused
         the loose forms a line with other bytes needs."""
-        if not mask >> self._other_id & 1:
+        if not mask >> self.other_id & 1:
             return mask, True
-        loose = self._database("loose")
+        loose = self.database("loose")
         if not loose:
             return None
         hits = 0
@@ -640,7 +386,7 @@ class Prefilter:
         def on_match(_pid: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
             ends.add(end)
 
-        db = self._database("rare")
+        db = self.database("rare")
         if db:
             db.scan(memoryview(data)[low:], match_event_handler=on_match)
         found: list[tuple[int, int]] = []
@@ -652,24 +398,25 @@ class Prefilter:
 
     def _firsts(self, data: bytes, low: int, high: int) -> dict[int, int]:
         """Pattern id -> end of its first match from `low` to `high`, for the STARTs and the
-        progress rules that the engine may set aside (`_kept`): each reports once a scan."""
+        progress rules that the engine may set aside (`_kept`): each reports once a scan,
+        whatever the number of its lines."""
         firsts: dict[int, int] = {}
 
         def on_match(pid: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
             firsts.setdefault(pid, low + end)
 
         if self._first_pids:
-            self._database("first").scan(memoryview(data)[low:high],
+            self.database("first").scan(memoryview(data)[low:high],
                                          match_event_handler=on_match)
         return firsts
 
     def _pending(self, raw: bytes, candidates: tuple[int, bool]) -> Pending | None:
-        plan = self._plan(*candidates)
+        plan = self.plan(*candidates)
         if plan.defer is None:
             return None
         return Pending(raw, *candidates, *plan.defer)
 
-    def _line(self, raw: bytes,
+    def line(self, raw: bytes,
               candidates: tuple[int, bool] | None) -> tuple[str, LineMatch | None]:
         """What RuleSet.match says of a flagged line."""
         text = raw.decode("utf-8", "replace")
@@ -680,40 +427,41 @@ class Prefilter:
             return text, found
         mask, strict = candidates
         if strict:
-            mask |= self._noise_mask(raw)
+            mask |= self.noise_mask(raw)
         return text, self._confirm(text, mask, strict=strict)
 
-    def _noise_mask(self, raw: bytes) -> int:
+    def noise_mask(self, raw: bytes) -> int:
         """Pattern ids of the exact noise rules that hit an ASCII line."""
         if not self._noise_forms:
             return 0
         hits = 0
-        pids = self._noise_pids
+        pids = self.noise_pids
 
         def on_match(i: int, _start: int, _end: int, _flags: int, _ctx: object) -> None:
             nonlocal hits
             hits |= 1 << pids[i]
 
-        self._database("probe").scan(raw + b"\n", match_event_handler=on_match)
+        self.database("probe").scan(raw + b"\n", match_event_handler=on_match)
         return hits
 
-    def _database(self, name: str) -> Any:
+    def database(self, name: str) -> Any:
         if name not in self._lazy:
             store = self._store
             if name == "probe":
-                db = _compile(self._noise_forms, single=True, store=store)
+                db = compile_database(self._noise_forms, single=True, store=store)
             elif name == "each-noise":
-                db = _compile([f"(?:{form})[^\\n]*$" for form in self._noise_forms],
+                db = compile_database([f"(?:{form})[^\\n]*$" for form in self._noise_forms],
                               store=store)
             elif name == "count":
-                db = _compile([f"(?:{'|'.join(self._noise_forms)})[^\\n]*$"], store=store)
-            elif name == "first":  # each pattern reports once a scan
+                db = compile_database([f"(?:{'|'.join(self._noise_forms)})[^\\n]*$"], store=store)
+            elif name in ("first", "every-first"):  # first: each pattern reports once
                 forms = {pid: self._loose_forms[pid] for pid in self._first_pids}
-                db = _compilable(forms, self._relaxed, store, single=True)[2] or False
+                db = compilable(forms, self._relaxed, store, single=name == "first")[2]
+                db = db or False
             elif name == "rare" or name.startswith("one:"):
                 db = self._wide(self._rare_pids if name == "rare" else [int(name[4:])])
             else:  # "loose" (each pattern once a scan, for one line) or "loose-all"
-                _, _, db = _compilable(dict(enumerate(self._loose_forms)), self._relaxed,
+                _, _, db = compilable(dict(enumerate(self._loose_forms)), self._relaxed,
                                        store, single=name == "loose")
                 db = db or False
             self._lazy[name] = db
@@ -725,19 +473,19 @@ class Prefilter:
         if not pids:
             return False
         forms = {pid: self._loose_forms[pid] for pid in pids}
-        db = _compilable(forms, self._relaxed, self._store)[2]
-        return db or _compile([EVERY_LINE], [pids[0]], store=self._store)
+        db = compilable(forms, self._relaxed, self._store)[2]
+        return db or compile_database([EVERY_LINE], [pids[0]], store=self._store)
 
     def _relaxed(self, pid: int) -> str:
         return line_forms(self._patterns[pid], anchors=False).loose
 
     def _confirm(self, text: str, mask: int, strict: bool) -> LineMatch | None:
-        plan = self._plan(mask, strict)
+        plan = self.plan(mask, strict)
         if not plan.search:
             return plan.fixed
         if plan.progress_only:
             progress = tuple((e.rule, m) for e in plan.search
-                             if (m := self._search(e.pattern, text)) is not None)
+                             if (m := self.search(e.pattern, text)) is not None)
             if not progress:
                 return plan.fixed
             if plan.fixed is None or plan.fixed is QUIET:
@@ -746,18 +494,18 @@ class Prefilter:
             return plan.fixed._replace(progress=progress)
         hits = list(plan.known)
         for entry in plan.search:
-            found = self._search(entry.pattern, text)
+            found = self.search(entry.pattern, text)
             if found is not None:
                 hits.append((entry, found))
         hits.sort(key=lambda hit: hit[0].pid)
-        return _line_match(hits)
+        return line_match(hits)
 
-    def _plan(self, mask: int, strict: bool) -> _Plan:
+    def plan(self, mask: int, strict: bool) -> _Plan:
         """The plan for lines so flagged, made once."""
         plan = self._plans.get((mask, strict))
         if plan is not None:
             return plan
-        entries = [self._entries[pid] for pid in _bits(mask) if pid < self._other_id]
+        entries = [self.entries[pid] for pid in bits(mask) if pid < self.other_id]
         if strict and any(e.exact and not e.rule.origin.generic for e in entries):
             # A pack rule surely hits the line: the generic layer's hits would not count.
             entries = [e for e in entries if not e.rule.origin.generic]
@@ -766,12 +514,12 @@ class Prefilter:
         # A progress hit beside generic ones decides which of them count: the full path.
         progress_only = all(e.kind == "progress" for e in search) and not any(
             e.rule.origin.generic for e in entries)
-        plan = _Plan(known, search, _line_match(list(known)), progress_only,
+        plan = _Plan(known, search, line_match(list(known)), progress_only,
                      _deferrable(entries))
         self._plans[(mask, strict)] = plan
         return plan
 
-    def _search(self, pattern: regex.Pattern[str], text: str) -> regex.Match[str] | None:
+    def search(self, pattern: regex.Pattern[str], text: str) -> regex.Match[str] | None:
         try:
             return pattern.search(text, timeout=rules_module.MATCH_TIMEOUT_S)
         except TimeoutError:
@@ -779,7 +527,60 @@ class Prefilter:
             return None
 
 
-class _PlainFinder:
+class _FirstHits:
+    """`Prefilter._firsts` for the windows of a block's stretches. Windows overlap (each
+    runs past the stop it finds, and the next starts there: twice the bytes of a per-step
+    log were scanned, at a state change every 4 KB), so where hits are few, every hit of the
+    STARTs and kept progress rules is listed from one scan of the block, a chunk at a time,
+    and a window's firsts are read off that list. A chunk with more hits than one a
+    HIT_BYTES bytes (a progress bar on every line) ends the list: windows past it are
+    scanned one by one, each pattern reported once, whatever the number of its lines."""
+
+    def __init__(self, prefilter: Prefilter, data: bytes, low: int, high: int) -> None:
+        self._prefilter = prefilter
+        self._data = data
+        self._high = high
+        self._known = low  # every hit that ends by here is listed
+        # Where each hit ends, in order, and its pattern: arrays, 10 bytes a hit (ints in a
+        # list take 36), as a block may hold one a 128 bytes.
+        self._ends = array("q")
+        self._pids = array("H")
+        self._every = prefilter.database("every-first")
+        self._dense = not self._every
+
+    def firsts(self, low: int, high: int) -> dict[int, int]:
+        while not self._dense and self._known < high:
+            self._scan()
+        if high > self._known:
+            return self._prefilter._firsts(self._data, low, high)
+        firsts: dict[int, int] = {}
+        ends, pids = self._ends, self._pids
+        for i in range(bisect.bisect_right(ends, low), bisect.bisect_right(ends, high)):
+            firsts.setdefault(pids[i], ends[i])
+        return firsts
+
+    def _scan(self) -> None:
+        """The hits of the next chunk, listed unless there are too many."""
+        data, low = self._data, self._known
+        high = (self._high if self._high - low <= HITS_CHUNK
+                else data.index(b"\n", low + HITS_CHUNK - 1) + 1)
+        codes: list[int] = []
+        add = codes.append
+
+        def on_match(pid: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
+            add((low + end) << 16 | pid)
+
+        self._every.scan(memoryview(data)[low:high], match_event_handler=on_match)
+        if len(codes) * HIT_BYTES > high - low:
+            self._dense = True
+            return
+        codes.sort()
+        self._ends.extend(code >> 16 for code in codes)
+        self._pids.extend(code & 0xFFFF for code in codes)
+        self._known = high
+
+
+class PlainFinder:
     """Finds, between two flagged lines, the next line no exact noise rule hits either. Such
     lines are pure ASCII, where the strict forms are exact. Lines are tried one by one; past
     PROBE_LINES in a block (NCCL spew), all noise lines are found in one scan."""
@@ -804,7 +605,7 @@ class _PlainFinder:
     def _is_noise(self, pos: int, end: int) -> bool:
         if self._noisy is None and self._probes < PROBE_LINES:
             self._probes += 1
-            return bool(self._prefilter._noise_mask(self._data[pos:end]))
+            return bool(self._prefilter.noise_mask(self._data[pos:end]))
         if self._noisy is None:
             noisy: list[int] = []
             add = noisy.append
@@ -812,14 +613,14 @@ class _PlainFinder:
             def on_match(_pid: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
                 add(end)  # the pattern ends in `[^\n]*$`: one report a line, at its end
 
-            self._prefilter._database("count").scan(self._data, match_event_handler=on_match)
+            self._prefilter.database("count").scan(self._data, match_event_handler=on_match)
             noisy.sort()
             self._noisy = noisy
         i = bisect.bisect_left(self._noisy, end)
         return i < len(self._noisy) and self._noisy[i] == end
 
 
-def _bits(mask: int) -> Iterator[int]:
+def bits(mask: int) -> Iterator[int]:
     """The positions of the bits set in `mask`, lowest first: as many steps as bits."""
     while mask:
         low = mask & -mask
@@ -827,7 +628,7 @@ def _bits(mask: int) -> Iterator[int]:
         mask ^= low
 
 
-def _deferrable(entries: list[_Entry]) -> tuple[tuple[PhaseRule, ...], tuple[_Entry, ...]] | None:
+def _deferrable(entries: list[Entry]) -> tuple[tuple[PhaseRule, ...], tuple[Entry, ...]] | None:
     """(STARTs, progress entries) of a line these entries may hit, when it could be Pending:
     no DONE, signal or finish rule among them, and every progress rule one whose memory is
     a single value (a heartbeat, or a counter with no other named group to key it)."""
@@ -839,14 +640,14 @@ def _deferrable(entries: list[_Entry]) -> tuple[tuple[PhaseRule, ...], tuple[_En
     return tuple(e.rule for e in entries if e.kind == "start"), progress
 
 
-def _single_valued(entry: _Entry) -> bool:
+def _single_valued(entry: Entry) -> bool:
     """A progress rule whose memory is a single value: a heartbeat, or a counter with no
     other named group to key it (so only its newest line matters)."""
     rule = entry.rule
     return rule.counter is None or not set(entry.pattern.groupindex) - {rule.counter}
 
 
-def _line_match(hits: list[_Hit]) -> LineMatch | None:
+def line_match(hits: list[_Hit]) -> LineMatch | None:
     """The LineMatch RuleSet.match gives for these hits (in pattern order); QUIET when only
     noise rules hit."""
     if not hits:
@@ -865,17 +666,6 @@ def _line_match(hits: list[_Hit]) -> LineMatch | None:
                      tuple(found.get("progress", ())), (found.get("finish") or [None])[0])
 
 
-def _keys(match: LineMatch) -> tuple[tuple[tuple[str, Any], ...], bool]:
-    """The (kind, rule) pairs a line's match counts, and whether more than noise hit it."""
-    keys = (*(("done", r) for r in match.phase_dones),
-            *(("start", r) for r in match.phase_starts),
-            *(("signal", r) for r in match.signals),
-            *(("progress", r) for r, _ in match.progress),
-            *((("noise", match.noise),) if match.noise is not None else ()),
-            *((("finish", match.finish),) if match.finish is not None else ()))
-    return keys, match._replace(noise=None) != QUIET
-
-
 def _entries(rules: RuleSet) -> list[tuple[str, Any, str]]:
     """(kind, rule, pattern) in the order RuleSet.match reports them."""
     return [
@@ -888,94 +678,6 @@ def _entries(rules: RuleSet) -> list[tuple[str, Any, str]]:
     ]
 
 
-def _compile(expressions: Sequence[str], ids: Sequence[int] | None = None, *,
-             single: bool = False, store: DatabaseStore | None = None) -> Any:
-    """A Hyperscan database, or None when Hyperscan refuses the patterns. `single`: each
-    pattern reports once a scan (for scans of one line, where only which ones hit matters).
-    With a `store`, a database compiled before from the same input is loaded instead."""
-    import hyperscan
-
-    flags = hyperscan.HS_FLAG_MULTILINE | (hyperscan.HS_FLAG_SINGLEMATCH if single else 0)
-    ids = list(ids or range(len(expressions)))
-    key = _key(expressions, ids, flags)
-    if store is not None and (blob := store.load(key)) is not None:
-        db = _loaded(blob)
-        if db is not None:
-            return db
-    db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-    try:
-        db.compile(expressions=[e.encode() for e in expressions], ids=ids,
-                   elements=len(expressions), flags=flags)
-    except hyperscan.error:
-        return None
-    if store is not None:
-        store.save(key, hyperscan.dumpb(db))
-    return db
-
-
-def _key(expressions: Sequence[str], ids: Sequence[int], flags: int) -> str:
-    import hyperscan
-
-    version = getattr(hyperscan, "__version__", "")  # the binding bundles the library
-    made = [version, platform.machine(), flags, list(ids), list(expressions)]
-    return hashlib.sha256(json.dumps(made).encode()).hexdigest()
-
-
-def _loaded(blob: bytes) -> Any:
-    """A stored database, or None when it is damaged or was built for another CPU (a home
-    folder shared by different machines): Hyperscan checks both, the second when scanning."""
-    import hyperscan
-
-    try:
-        db = hyperscan.loadb(blob, hyperscan.HS_MODE_BLOCK)
-        db.scratch = hyperscan.Scratch(db)  # not kept with the database
-        db.scan(b"\n", match_event_handler=_ignore)
-    except hyperscan.error:
-        return None
-    return db
-
-
-def _ignore(*_args: object) -> None:
-    return None
-
-
-def _compilable(forms: dict[int, str], fallback: Callable[[int], str],
-                store: DatabaseStore | None = None, *,
-                single: bool = False) -> tuple[dict[int, str], set[int], Any]:
-    """The forms, as Hyperscan will take them: one it proves can never match is left out (it
-    matches no line); one it refuses (an anchor after other items, the empty string, too
-    large) becomes its `fallback`, else EVERY_LINE. Also the ids so widened, and the
-    database of the forms kept (None when there are none, or they still fail together)."""
-    if not forms:
-        return forms, set(), None
-    db = _compile(list(forms.values()), list(forms), single=single, store=store)
-    if db is not None:
-        return forms, set(), db
-    kept: dict[int, str] = {}
-    widened: set[int] = set()
-    for pid, form in forms.items():
-        error = _refusal(form)
-        if error is None:
-            kept[pid] = form
-        elif "never match" not in error:
-            wider = fallback(pid)
-            kept[pid] = wider if _refusal(wider) is None else EVERY_LINE
-            widened.add(pid)
-    db = _compile(list(kept.values()), list(kept), single=single, store=store) if kept else None
-    return kept, widened, db
-
-
-def _refusal(form: str) -> str | None:
-    import hyperscan
-
-    try:
-        hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK).compile(
-            expressions=[form.encode()], flags=hyperscan.HS_FLAG_MULTILINE)
-    except hyperscan.error as exc:
-        return str(exc)
-    return None
-
-
 def try_build(rules: RuleSet,
               store: DatabaseStore | None = None) -> tuple[Prefilter | None, str]:
     """A prefilter for `rules`, or None and why not (the engine then reads line by line).
@@ -984,7 +686,7 @@ def try_build(rules: RuleSet,
         import hyperscan  # noqa: F401
     except ImportError:
         return None, "not used: hyperscan is not installed (pip install hyperscan)"
-    entries: list[_Entry] = []
+    entries: list[Entry] = []
     strict: dict[int, str] = {}
     noise: dict[int, str] = {}
     loose: list[str] = []
@@ -994,7 +696,7 @@ def try_build(rules: RuleSet,
         except Untranslatable as exc:
             return None, f"not used: rule {rule.id}: {exc}"
         pid = len(entries)
-        entries.append(_Entry(pid, kind, rule, regex.compile(pattern), forms.exact))
+        entries.append(Entry(pid, kind, rule, regex.compile(pattern), forms.exact))
         loose.append(forms.loose)
         # Exact noise rules are told apart line by line, and only when it matters.
         (noise if kind == "noise" and forms.exact else strict)[pid] = forms.strict
@@ -1006,11 +708,11 @@ def try_build(rules: RuleSet,
         return line_forms(patterns[pid], anchors=False).strict
 
     # Noise rules Hyperscan refuses are widened and scanned for with the others.
-    noise, widened_noise, _ = _compilable(noise, relaxed, store)
+    noise, widened_noise, _ = compilable(noise, relaxed, store)
     for pid in widened_noise:
         strict[pid] = noise.pop(pid)
     strict[len(entries)] = r"[\x80-\xff][\x00-\x7f]"  # a line with other bytes: checked loosely
-    strict, widened, db = _compilable(strict, relaxed, store)
+    strict, widened, db = compilable(strict, relaxed, store)
     for pid in widened | widened_noise:  # regex confirms them on every line
         entries[pid] = dataclasses.replace(entries[pid], exact=False)
     if db is None:

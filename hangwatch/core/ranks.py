@@ -56,17 +56,20 @@ _WORLD_WORDS = (("world_size", 0), ("WORLD_SIZE", 0), ("nranks", 0), ("num_proce
                 ("clients joined", None))
 
 
+_WORLD_WORD = re.compile("|".join(re.escape(word) for word, _ in _WORLD_WORDS))
+_WORLD_ANYWHERE = tuple(word for word, back in _WORLD_WORDS if back is None)
+_DESYNC = re.compile("|".join(re.escape(marker) for marker in desync.MARKERS))
+
+
 def _world_start(text: str) -> int | None:
     """Where a _WORLD match may begin at the earliest; None when the line holds none of its
-    words (most lines: the regex alone costs 30 µs a line)."""
-    start: int | None = None
-    for word, back in _WORLD_WORDS:
-        at = text.find(word)
-        if at < 0:
-            continue
-        at = 0 if back is None else at
-        start = at if start is None else min(start, at)
-    return start
+    words (most lines: the regex alone costs 30 µs a line, one search for the words 1 µs)."""
+    found = _WORLD_WORD.search(text)
+    if found is None:
+        return None
+    if any(word in text for word in _WORLD_ANYWHERE):
+        return 0
+    return found.start()
 
 
 _NUMBER = regex.compile(r"[-+]?\d+(?:\.\d+)?")
@@ -176,7 +179,7 @@ class RankTracker:
         member = self._member(src, label)
         if member is None:
             return
-        if any(marker in text for marker in desync.MARKERS) and member.rank is not None:
+        if member.rank is not None and _DESYNC.search(text):
             desync.observe(self.works.setdefault(member.rank, desync.Work()), text)
         now = self.clock.monotonic()
         member.last_seen, member.last_line, member.source = now, text[:LINE_KEEP], source
@@ -592,18 +595,21 @@ class _Prefixes:
     lone pattern, where an alternation of them is tried at every position (46 µs a line
     against 15 µs: this runs on every line a rule hits and on a merged log's block tail).
     A built-in pattern is searched only in a line holding its word, and a match at the
-    line's start ends the search (no later pattern can win)."""
+    line's start ends the search (no later pattern can win). A built-in pattern anchored at
+    a line's start is only tried there when the text is one line: `regex` tries `^` at every
+    position (3 µs on an NCCL line against 0.5 µs)."""
 
     def __init__(self, patterns: Sequence[str]) -> None:
-        self._patterns = [(regex.compile(p, regex.MULTILINE), _PREFIX_WORDS.get(p, ""))
-                          for p in patterns]
+        self._patterns = [(regex.compile(p, regex.MULTILINE), _PREFIX_WORDS.get(p, ""),
+                           p in _PREFIX_WORDS and p.startswith("^")) for p in patterns]
 
     def search(self, text: str) -> regex.Match[str] | None:
         best: regex.Match[str] | None = None
-        for pattern, word in self._patterns:
+        one_line = "\n" not in text
+        for pattern, word, at_start in self._patterns:
             if word not in text:
                 continue
-            found = pattern.search(text)
+            found = pattern.match(text) if at_start and one_line else pattern.search(text)
             if found is not None and (best is None or found.start() < best.start()):
                 if not found.start():
                     return found

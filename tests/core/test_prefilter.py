@@ -15,21 +15,13 @@ import regex
 from hangwatch.core.clock import FakeClock
 from hangwatch.core.engine import Engine
 from hangwatch.core.events import PhaseEvent, RecoveredEvent, StallEvent
+from hangwatch.core.hitcounts import HitCounter
 from hangwatch.core.lines import LineSplitter
 from hangwatch.core.model import NoiseRule, Origin, PhaseRule, ProgressRule, RulePack, SignalRule
-from hangwatch.core.prefilter import (
-    BACK_WINDOW,
-    PLAIN,
-    PROBE_LINES,
-    QUIET,
-    Pending,
-    Prefilter,
-    Spans,
-    build_prefilter,
-    try_build,
-)
+from hangwatch.core.prefilter import BACK_WINDOW, PROBE_LINES, Prefilter, build_prefilter, try_build
 from hangwatch.core.progress import ProgressJudge
 from hangwatch.core.rules import RuleSet
+from hangwatch.core.segments import PLAIN, QUIET, Pending, Spans
 from hangwatch.core.translate import Untranslatable, line_forms, translate
 from hangwatch.packs.load import load_pack_text, load_rule_set
 
@@ -666,8 +658,9 @@ def test_counting_hits_agrees_with_listing_them_where_a_pack_noise_outranks_gene
     data = "".join(f"{line}\n" for line in (
         "x NCCL INFO Pending 2 GPUs", "NCCL INFO Pending 2 GPUs \u2588", "Pending 3 GPUs",
         "step 4 - a", "plain")).encode()
-    counts, matched, feed = prefilter.hit_counts(data)
-    listed, _noise = prefilter.hit_lines(data)
+    counter = HitCounter(prefilter)
+    counts, matched, feed = counter.counts(data)
+    listed, _noise = counter.lines(data)
     expected: dict = {}
     for _, _, match in listed:
         for kind, rules_hit in (("start", match.phase_starts), ("done", match.phase_dones)):

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hangwatch.core.prefilter import Pending, Plain, Prefilter, try_build
+from hangwatch.core.prefilter import Prefilter, try_build
+from hangwatch.core.segments import Pending, Plain
 from hangwatch.packs.load import load_rule_set
 from hangwatch.storage.cache import CACHE_ENV, KEEP, SUFFIX, DiskStore, default_store
 

@@ -1,0 +1,108 @@
+"""What the block matcher (`core/prefilter.py`) hands the engine: a block cut into
+segments, each a line and what the rules say of it, lines passed over, or lines set aside
+whole; and the hold where the engine keeps set-aside lines until it needs them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Protocol
+
+import regex
+
+from hangwatch.core.model import PhaseRule
+from hangwatch.core.rules import LineMatch
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One rule pattern as the prefilter scans for it."""
+
+    pid: int  # Hyperscan's id; entries are in the order RuleSet.match reports them
+    kind: str  # start, done, signal, noise, progress or finish
+    rule: Any
+    pattern: regex.Pattern[str]
+    exact: bool
+
+
+class Plain:
+    """Marks a segment's line as one no rule hits (see `Segment`)."""
+
+    def __repr__(self) -> str:
+        return "PLAIN"
+
+
+PLAIN = Plain()
+QUIET = LineMatch()  # stands for "noise only": counted, neither progress nor an event
+
+
+class Pending(NamedTuple):
+    """A line that only STARTs, progress rules and noise rules may hit. Once its block has
+    shown progress, and its STARTs are of open phases, such a line changes nothing but what
+    the progress judge remembers, and only the last one of each rule counts for that: the
+    engine may then set it aside in a `Held` instead of asking `Prefilter.resolve`. (Named
+    tuples, as Spans and Segment: one is made for most state changes, a third the cost of
+    a frozen dataclass.)"""
+
+    raw: bytes
+    mask: int
+    strict: bool
+    starts: tuple[PhaseRule, ...]
+    progress: tuple[Entry, ...]
+
+
+class Spans(NamedTuple):
+    """Lines `data[start:end]` of a block that has shown progress, which the engine sets
+    aside whole: nothing but noise, progress rules whose memory is a single value, and STARTs
+    that would change nothing (the engine said so) may hit them. `progress`: the progress
+    rules that may hit some of them, in the order of their first such line."""
+
+    data: bytes
+    start: int
+    end: int
+    progress: tuple[Entry, ...]
+
+
+class Matcher(Protocol):
+    """What a Held asks of the prefilter when it is released."""
+
+    def matches(self, entry: Entry,
+                items: Iterable[bytes | Spans]) -> Iterator[regex.Match[str]]: ...
+
+
+class Held:
+    """Lines set aside (Pending lines and Spans), by progress rule, oldest first."""
+
+    def __init__(self, prefilter: Matcher) -> None:
+        self._prefilter = prefilter
+        self._lines: dict[int, tuple[Entry, list[bytes | Spans]]] = {}  # by pattern id
+
+    def __bool__(self) -> bool:
+        return bool(self._lines)
+
+    def add(self, pending: Pending) -> None:
+        for entry in pending.progress:
+            self._lines.setdefault(entry.pid, (entry, []))[1].append(pending.raw)
+
+    def add_spans(self, spans: Spans) -> None:
+        for entry in spans.progress:
+            self._lines.setdefault(entry.pid, (entry, []))[1].append(spans)
+
+    def release(self) -> Iterator[tuple[Any, Iterator[regex.Match[str]]]]:
+        """For each progress rule (ProgressRule), the matches of its lines, newest first:
+        the judge takes the first it can use. Empties the hold."""
+        held, self._lines = self._lines, {}
+        for entry, items in held.values():
+            yield entry.rule, self._prefilter.matches(entry, reversed(items))
+
+
+class Segment(NamedTuple):
+    """A piece of a block as the prefilter cuts it: `lines` lines passed over (noise only,
+    or plain while the engine needs no plain line), then, unless `match` is None, one more
+    line: `text` and what `RuleSet.match` says of it, a Pending line whose answer is left to
+    be asked, or PLAIN. Or `lines` lines and a `Spans` of them that the engine sets aside
+    whole (`text` is then empty)."""
+
+    lines: int
+    text: str
+    match: LineMatch | Pending | Plain | Spans | None
