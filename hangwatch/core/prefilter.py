@@ -48,6 +48,7 @@ STRETCH_WINDOW = 16 << 10  # bytes first scanned for STARTs between lines rare r
 # Once a block has shown progress, its START and kept progress hits are all listed from one
 # scan, HITS_CHUNK bytes at a time, while a chunk holds no more than one a HIT_BYTES bytes.
 HITS_CHUNK, HIT_BYTES = 64 << 10, 128
+DENSE_PROBE = 32  # hits listed before the density of a chunk's start may end its scan
 # After CLOSE_STOPS lines in a row that each came within CLOSE_BYTES of the one before (a
 # phase a line: generated step markers), the next DENSE_SPAN bytes go line by line.
 CLOSE_STOPS, CLOSE_BYTES, DENSE_SPAN = 4, 1 << 10, 64 << 10
@@ -561,16 +562,25 @@ class _FirstHits:
 
     def _scan(self) -> None:
         """The hits of the next chunk, listed unless there are too many."""
+        import hyperscan  # present: the database to scan with was built by it
+
         data, low = self._data, self._known
         high = (self._high if self._high - low <= HITS_CHUNK
                 else data.index(b"\n", low + HITS_CHUNK - 1) + 1)
         codes: list[int] = []
         add = codes.append
 
-        def on_match(pid: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
+        def on_match(pid: int, _start: int, end: int, _flags: int, _ctx: object) -> bool:
             add((low + end) << 16 | pid)
+            # A chunk dense from its start stops the scan at once, rather than calling back
+            # for every hit of a list that will not be kept (a line a hit: 500 calls a chunk).
+            return len(codes) > DENSE_PROBE and len(codes) * HIT_BYTES > end
 
-        self._every.scan(memoryview(data)[low:high], match_event_handler=on_match)
+        try:
+            self._every.scan(memoryview(data)[low:high], match_event_handler=on_match)
+        except hyperscan.ScanTerminated:
+            self._dense = True
+            return
         if len(codes) * HIT_BYTES > high - low:
             self._dense = True
             return

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import regex
 
+from hangwatch.core import prefilter as prefilter_module
 from hangwatch.core.clock import FakeClock
 from hangwatch.core.engine import Engine
 from hangwatch.core.events import PhaseEvent, RecoveredEvent, StallEvent
@@ -196,6 +197,30 @@ def test_per_step_logs_give_the_same_events_at_any_density(builtin, tmp_path, de
         steplog.generate(log, 150_000, seed=density, density=density, stop=stop)
         events = assert_same_engine(rules, log.read_bytes(), block=block, prefilter=prefilter)
         assert sum(isinstance(e, PhaseEvent) for e in events) > 10
+
+def test_a_block_dense_with_start_hits_gives_the_same_events_as_line_by_line(builtin,
+                                                                           monkeypatch):
+    """After progress, a chunk where every line is a START or progress hit (a progress-heavy
+    RL log) stops its one-scan listing at once and goes window by window: the same events."""
+    rules, prefilter = builtin
+    dense: list[bool] = []
+    scan = prefilter_module._FirstHits._scan
+
+    def spied(self: prefilter_module._FirstHits) -> None:
+        scan(self)
+        dense.append(self._dense)
+
+    monkeypatch.setattr(prefilter_module._FirstHits, "_scan", spied)
+    lines = [b"(TaskRunner pid=410) 2026-01-11 10:00:00 Starting training loop"]
+    for n in range(1, 3000):
+        lines += [b"(WorkerDict pid=3001) Processing batch %d" % n,
+                  b"(TaskRunner pid=411) step:%d - actor/pg_loss:-0.53" % n,
+                  b"INFO 01-11 10:00:05 [metrics.py:455] Avg prompt throughput: 261.0 tokens/s"]
+    data = b"\n".join(lines) + b"\n"
+    events = assert_same_engine(rules, data, block=1 << 20, prefilter=prefilter)
+    assert any(isinstance(e, PhaseEvent) and e.state == "started" for e in events)
+    assert dense and all(dense)
+
 
 CORPUS = sorted((ROOT / "tests" / "corpus").glob("*/*.log"))
 STOPS = b"".join(line + b"\n" for line in [
