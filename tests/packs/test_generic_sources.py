@@ -18,6 +18,7 @@ SECTION = re.compile(r"^(\w+):")
 # `# <owner>/<repo> <path> [<function>]: "<the string>" ...`, in a `start:` or `match:` list
 CITATION = re.compile(r'^ {6}# (?P<repo>[\w.-]+/[\w.-]+) (?P<path>[^\s:]+)[^\n"]*?: '
                       r'(?P<rest>.*".*)$')
+CONTINUED = " " * 6 + "# "
 QUOTED = re.compile(r'"((?:[^"\\]|\\.)+)"')
 # what the job prints where the source has a value: f-string fields, printf conversions
 VALUE = re.compile(r"\{[^{}]*\}|%[-#0 +]*\d*(?:\.\d+)?[sdrfi]")
@@ -35,15 +36,24 @@ class Citation:
 
 
 def citations() -> list[Citation]:
+    """Each citation, with the comment lines that continue it (a string quoted over two)."""
     out: list[Citation] = []
     section = rule = ""
+    open_ = False  # the comment lines read so far continue the last citation
     for number, line in enumerate(GENERIC.read_text(encoding="utf-8").splitlines(), 1):
         if m := SECTION.match(line):
             section = m.group(1)
         elif m := RULE.match(line):
             rule = m.group(1)
-        elif (m := CITATION.match(line)) and section in ("phases", "signals"):
+        if (m := CITATION.match(line)) and section in ("phases", "signals"):
             out.append(Citation(number, section, rule, m.group("rest")))
+            open_ = True
+        elif open_ and line.startswith(CONTINUED):
+            last = out[-1]
+            out[-1] = Citation(last.line, last.section, last.rule,
+                               f"{last.text} {line[len(CONTINUED):]}")
+        else:
+            open_ = False
     return out
 
 
