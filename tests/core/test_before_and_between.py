@@ -230,6 +230,16 @@ def test_a_stack_printed_at_the_end_names_where_the_job_was_by_its_innermost_kno
     assert fed(PY_SPY).state()["place"] == "generic:model_load"
 
 
+def test_a_dump_waiting_on_torchs_extension_lock_is_a_build():
+    dump = ["Timeout (0:02:00)!", "Thread 0x00007f (most recent call first):",
+            'File "/v/site-packages/torch/utils/file_baton.py", line 50 in wait',
+            'File "/v/site-packages/torch/utils/cpp_extension.py", line 2156 in _jit_compile',
+            'File "/w/tests/test_model.py", line 7 in <module>']
+    state = fed(["collected 12 items", *dump]).state()
+    assert state["place"] == "generic:build"
+    assert "in wait (torch/utils/file_baton.py)" in state["context"]
+
+
 def test_the_newer_of_a_stack_and_a_bar_names_the_silence():
     bar = "Scoring test set: 45%|####5 | 9/20 [00:03<00:04]"
     assert fed([*PY_SPY, bar]).state()["place"] == "generic:evaluation"
