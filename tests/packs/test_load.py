@@ -110,14 +110,22 @@ def test_extending_an_unknown_pack_is_an_error():
         RuleSet([b])
 
 
-def test_bad_rule_file_exits_2_with_a_message_not_a_traceback(tmp_path: Path, capsys):
+@pytest.mark.parametrize(("text", "expected"), [
+    ("pack: bad\nsignals:\n  - id: x\n    match: '(unclosed'\n",
+     "4: rule x: bad regex in `match`"),
+    # one item of a list of alternatives: its own line
+    ("pack: bad\nnoise:\n  - id: n\n    match:\n      - x\n      - '[z'\n",
+     "6: rule n: bad regex in `match` (item 2)"),
+])
+def test_bad_rule_file_exits_2_with_a_message_naming_file_and_line(
+        tmp_path: Path, capsys, text: str, expected: str):
     bad = tmp_path / "bad.yaml"
-    bad.write_text("pack: bad\nsignals:\n  - id: x\n    match: '(unclosed'\n")
+    bad.write_text(text)
     log = tmp_path / "train.log"
     log.write_text("hello\n")
     assert main(["check", str(log), "--rules", str(bad)]) == 2
     err = capsys.readouterr().err
-    assert f"{bad}:4: rule x: bad regex in `match`" in err and "Traceback" not in err
+    assert f"{bad}:{expected}" in err and "Traceback" not in err
 
 
 def test_missing_rules_path_is_a_usage_error(tmp_path: Path, capsys):
@@ -188,14 +196,6 @@ phases:
          "'third('"]
 
 
-def test_a_bad_item_in_a_user_file_exits_2_naming_file_and_line(tmp_path: Path, capsys):
-    bad = tmp_path / "bad.yaml"
-    bad.write_text("pack: bad\nnoise:\n  - id: n\n    match:\n      - x\n      - '[z'\n")
-    log = tmp_path / "train.log"
-    log.write_text("hello\n")
-    assert main(["check", str(log), "--rules", str(bad)]) == 2
-    err = capsys.readouterr().err
-    assert f"{bad}:6: rule n: bad regex in `match` (item 2)" in err and "Traceback" not in err
 
 
 # --- stacks: frame patterns -> places ---------------------------------------------------------
