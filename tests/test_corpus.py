@@ -130,7 +130,7 @@ def test_leaving_a_framework_out_drops_only_the_alternatives_written_for_it():
     whole = rule_set().phase("generic:train_loop")
     assert kept is not None and whole is not None and alternatives
     assert all(f"(?:{a})" in whole.start and f"(?:{a})" not in kept.start for a in alternatives)
-    assert kept.start.startswith("(?:(?i)") and len(kept.start) < len(whole.start)
+    assert len(kept.start) < len(whole.start)
     batch = "batch_all_reduce: 1 all-reduces with algorithm = nccl, num_packs = 1"
     assert regex.search(whole.start, batch) and not regex.search(kept.start, batch)
     assert regex.search(kept.start, "Epoch 3/10")  # the rest of the rule stays

@@ -110,7 +110,9 @@ def test_preview_of_fixture_logs_names_the_same_place_or_declines():
             # reports the stall again with the whole log's marker when it has read it all.
             mine, right = place(preview.engine), place(whole(log))
             assert mine | {"marker": None} == right | {"marker": None}, (log, tail)
-    assert named > len(FIXTURES) // 5  # the others decline: no anchored place in the tail
+    # The others decline: no anchored place in the tail (the held-out excerpts, a few dozen
+    # lines each, decline at a third or half of their size).
+    assert named > len(FIXTURES) // 6
 
 
 def session_events(log: Path, tmp_path: Path, *, with_preview: bool) -> list:
