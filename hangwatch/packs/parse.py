@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import regex
-import yaml
 
 from hangwatch.core.durations import parse_duration
 from hangwatch.core.evidence import WHEN_KEYS
@@ -52,7 +51,6 @@ MAX_PATTERNS = 10_000  # regular expressions in one file: generated per-step pac
 ID_PATTERN = regex.compile(r"[a-z][a-z0-9_]*")
 PACK_NAME_PATTERN = regex.compile(r"[a-z][a-z0-9_.-]*")
 ENV_NAME_PATTERN = regex.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_NodeLoader = yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader
 
 
 
@@ -61,7 +59,7 @@ def parse_pack(text: str, name: str, builtin: bool) -> tuple[RulePack, tuple[Pac
     The pack's `checks:` come apart: `hangwatch doctor` runs them, the engine never sees them."""
     doc = parse_yaml(text, name)
     errors: list[ConfigError] = []
-    parser = _PackParser(name, errors, builtin, text)
+    parser = _PackParser(name, errors, builtin)
     pack = parser.parse(doc)
     if errors or pack is None:
         raise ConfigErrors(errors)
@@ -69,11 +67,8 @@ def parse_pack(text: str, name: str, builtin: bool) -> tuple[RulePack, tuple[Pac
 
 
 class _PackParser:
-    def __init__(self, file: str, errors: list[ConfigError], builtin: bool,
-                 text: str = "") -> None:
+    def __init__(self, file: str, errors: list[ConfigError], builtin: bool) -> None:
         self.file = file
-        self.text = text
-        self._nodes: yaml.Node | bool | None = None  # the file's node tree, once composed
         self.errors = errors
         self.builtin = builtin
         self.pack = "?"
@@ -336,14 +331,15 @@ class _PackParser:
         line = item.key_lines.get(key, item.line)
         rule = str(item.get("id", ""))
         if isinstance(value, list) and value:
-            return self._alternatives(value, line, rule, key)
+            return self._alternatives(value, item.item_lines.get(key, []), line, rule, key)
         if not isinstance(value, str) or not value:
             self.error(f"`{key}` must be a regular expression (text) or a non-empty list of "
                        f"them", line, rule)
             return None
         return value if self._compile(value, line, rule, key) is not None else None
 
-    def _alternatives(self, items: list[Any], line: int, rule: str, key: str) -> str | None:
+    def _alternatives(self, items: list[Any], lines: list[int], line: int, rule: str,
+                      key: str) -> str | None:
         ok = True
         for n, value in enumerate(items):
             before = len(self.errors)
@@ -354,7 +350,7 @@ class _PackParser:
                 self._compile(value, line, rule, key, item=n + 1)
             if len(self.errors) > before:  # found on the key's line: name the item's own
                 ok = False
-                at = self._item_line(line, key, n)
+                at = lines[n] if n < len(lines) else line
                 self.errors[before:] = [ConfigError(e.message, file=e.file, line=at, rule=e.rule)
                                         for e in self.errors[before:]]
         if not ok:
@@ -367,32 +363,6 @@ class _PackParser:
             self.error(f"the items of `{key}` do not join into one pattern: {exc.msg}", line, rule)
             return None
         return joined
-
-    def _item_line(self, key_line: int, key: str, index: int) -> int:
-        """The line of item `index` of the list under `key` (whose key is on `key_line`), for
-        an error. The mappings know their keys' lines but not their items'; the file's node
-        tree does (composed once, on the first such error; aliases stay shared)."""
-        if self._nodes is None:
-            try:
-                self._nodes = yaml.compose(self.text, Loader=_NodeLoader)
-            except yaml.YAMLError:
-                self._nodes = False
-        seen: set[int] = set()
-        todo = [self._nodes] if self._nodes else []
-        while todo:
-            node = todo.pop()
-            if id(node) in seen:
-                continue
-            seen.add(id(node))
-            if isinstance(node, yaml.MappingNode):
-                for k, v in node.value:
-                    if (k.start_mark.line + 1 == key_line and k.value == key
-                            and isinstance(v, yaml.SequenceNode) and index < len(v.value)):
-                        return int(v.value[index].start_mark.line) + 1
-                    todo += [k, v]
-            elif isinstance(node, yaml.SequenceNode):
-                todo += node.value
-        return key_line
 
     def _compile(self, pattern: str, line: int, rule: str, key: str,
                  item: int = 0) -> regex.Pattern[str] | None:

@@ -1,4 +1,5 @@
-"""YAML files read safely, with the line of every mapping and key kept for error messages.
+"""YAML files read safely, with the line of every mapping, key and list item kept for error
+messages.
 
 Used for rule packs, the service's config file and alert targets: a bad file is answered
 with `file:line` and what is wrong, and a file from anywhere cannot make loading slow or big.
@@ -16,10 +17,12 @@ MAX_VALUES = 100_000  # scalars, lists and mappings, counting each alias as what
 
 
 class YamlMapping(dict[Any, Any]):
-    """A YAML mapping that remembers the line of itself and of each key."""
+    """A YAML mapping that remembers the line of itself, of each key and, for a key whose
+    value is a list, of each item of it."""
 
     line: int = 0
     key_lines: dict[str, int]
+    item_lines: dict[str, list[int]]
 
 
 # libyaml's parser, where PyYAML was built with it, reads the packs about 4x faster.
@@ -31,6 +34,7 @@ class _LineLoader(_SafeLoader):  # type: ignore[valid-type,misc]
         mapping = YamlMapping()
         mapping.line = node.start_mark.line + 1
         mapping.key_lines = {}
+        mapping.item_lines = {}
         for key_node, value_node in node.value:
             key = self.construct_object(key_node, deep=deep)
             if key in mapping:
@@ -39,6 +43,8 @@ class _LineLoader(_SafeLoader):  # type: ignore[valid-type,misc]
                 )
             mapping[key] = self.construct_object(value_node, deep=deep)
             mapping.key_lines[str(key)] = key_node.start_mark.line + 1
+            if isinstance(value_node, yaml.SequenceNode):
+                mapping.item_lines[str(key)] = [n.start_mark.line + 1 for n in value_node.value]
         return mapping
 
 
