@@ -554,10 +554,10 @@ class Engine:
         return f"before the stop: {self._place.describe()}"
 
     def silence(self) -> Place | None:
-        """Nothing open and no stop line: the newest progress bar or counter in the last
-        lines, newer than the end of the phase completed last, says where the job went
-        quiet (core/before.py). Its own words name the loop (`Validation: 45%|`), or it is
-        shown as a progress line; a phase START there was read already and what is between
+        """Nothing open and no stop line: the newer of a stack printed in the last lines and
+        the newest bar, counter or metrics line there, newer than the end of the phase
+        completed last, says where the job went quiet (core/before.py: `stack_place`,
+        `place_at_silence`). A phase START there was read already, and what is between
         says more."""
         source = self._last_fed
         if self.tracker.current is not None or self._place is not None or source is None:

@@ -80,8 +80,9 @@ def logged_stacks(lines: list[str]) -> list[list[tuple[int, Frame]]]:
     faulthandler or py-spy dump written into it)."""
     stacks: list[tuple[bool, list[tuple[int, Frame]]]] = []  # (innermost first, frames)
     for index, line in enumerate(lines):
-        if _LAST_HEADER.search(line) or _FIRST_HEADER.search(line):
-            stacks.append((_LAST_HEADER.search(line) is None, []))
+        innermost_last = _LAST_HEADER.search(line) is not None
+        if innermost_last or _FIRST_HEADER.search(line):
+            stacks.append((not innermost_last, []))
             continue
         found = _LOGGED_FRAME.search(line)
         if found is not None:
