@@ -4,7 +4,9 @@ A collective timeout, a heartbeat monitor's abort or a barrier timeout names no 
 the lines just before it usually do: a validation bar, a save, step N, a tokenisation bar.
 `place_before` reads those lines, newest first, and returns the newest that names a phase
 (a rule's START), or a progress bar or counter (with the newest phase line behind it, when
-there is one in the window). Pure: the engine hands it the lines it kept.
+there is one in the window). With no stop line, `place_at_silence` reads the last lines the
+same way for bars, counters, metrics and lines announcing an action begun. Pure: the engine
+hands it the lines it kept.
 """
 
 from __future__ import annotations
@@ -66,9 +68,34 @@ BAR_WORDS: tuple[tuple[str, regex.Pattern[str]], ...] = tuple(
         ("train_loop", r"\b(?:train\w*|epoch\w*|step\w*|iter\w*|batch\w*|fit\w*)\b"),
     ))
 
+# A line announcing an action begun ("[INFO] Starting train", "building datasets ...",
+# "**Initializing horovod**"): the verbs frameworks open a step with, capitalised as a message
+# starts, or a trailing ellipsis. With no bar, counter or metrics after it, the newest such
+# line within ANNOUNCE_LINES of the end names where a job that went quiet was, by its words,
+# unless a later line says something finished (then the job was past it).
+ANNOUNCE = regex.compile(
+    r"(?:\.\.\.|\u2026)[\s*.]*$"
+    r"|\b(?:Start(?:ing)?|Begin(?:ning)?|Initiali[sz]ing|Loading|Building|Creating|Preparing"
+    r"|Compiling|Waiting|Monitoring|Connecting|Launching|Setting up|Indexing|Downloading"
+    r"|Tokeni[sz]ing|Running)\b")
+DONE = regex.compile(r"(?i)\b(?:done|finished|completed?|took \d|succeeded)\b")
+ANNOUNCE_LINES = 5
+# An announcement's words name more kinds of place than a bar's: a wait, a rendezvous, a
+# build; and a dataset being built is data even when its name says "validation".
+ANNOUNCED_WORDS: tuple[tuple[str, regex.Pattern[str]], ...] = tuple(
+    (phase, regex.compile(words, regex.IGNORECASE)) for phase, words in (
+        ("resource_wait", r"\b(?:waiting|wait(?:s|ed)? for|monitoring|not (?:up|ready) yet"
+                          r"|retrying|pending|queued)\b"),
+        ("distributed_init", r"\b(?:distributed|process[ _]group|horovod|nccl|gloo|mpi"
+                             r"|rendezvous|communicators?|world[ _]size|ddp)\b"),
+        ("build", r"\b(?:compil\w*|jit|extensions?|kernels?|cuda ?graphs?)\b"),
+        ("data_load", r"\b(?:datasets?|data ?loaders?|splits?|corpus|index\w*)\b"),
+    )) + BAR_WORDS
+
 
 @dataclass(frozen=True)
 class Place:
+
     """Where a stop line belongs: `phase` (a rule) and/or a progress bar or counter, at
     `back` lines before it."""
 
@@ -124,13 +151,20 @@ def place_at_silence(lines: Sequence[str], starts: Callable[[str], Sequence[Phas
     counter within BEFORE_LINES, named by its own words (the text before a bar's percent),
     else by the words of a line just before it that announces its loop (`Infer at
     iteration 0`), else by a line of training metrics before it; or that metrics line
-    alone. A bar nothing names is a training job's main loop, said as such. A phase START
-    found first is returned with `by_start` (the engine read it already)."""
+    alone. A bar nothing names is a training job's main loop, said as such. Newer than any
+    of those, a line announcing an action begun (ANNOUNCE) names it by its words. A phase
+    START found first is returned with `by_start` (the engine read it already)."""
     found: tuple[str, int, PhaseRule | None] | None = None
+    finished = False  # a line newer than the one being read says something finished
     for back, text in enumerate(reversed(lines[-BEFORE_LINES:]), start=1):
         rules = starts(text)
         if rules:
             return Place(rules[0], text.strip(), back, by_start=True)
+        if found is None and not finished and back <= ANNOUNCE_LINES:
+            announced = _announced(text, generic)
+            if announced is not None:
+                return Place(announced, text.strip(), back)
+            finished = DONE.search(text) is not None
         metrics = METRICS.search(text)
         if metrics is not None:
             phase = generic("evaluation" if metrics["eval"] else "train_loop")
@@ -169,6 +203,16 @@ def stack_place(lines: Sequence[str], rules: Sequence[StackRule],
             if rule is not None:
                 phase = generic(rule.phase) if rule.phase else None
                 return Place(phase, f"in {frame.text}", len(window) - index, label=rule.label)
+    return None
+
+
+def _announced(text: str, generic: Callable[[str], PhaseRule | None]) -> PhaseRule | None:
+    """The place a line announcing an action names by its words; None for another line."""
+    if ANNOUNCE.search(text) is None or METRICS.search(text) or BAR.search(text):
+        return None
+    for phase_id, words in ANNOUNCED_WORDS:
+        if words.search(text):
+            return generic(phase_id)
     return None
 
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from hangwatch.core.before import BEFORE_LINES, place_before
+from hangwatch.core.before import BEFORE_LINES, place_at_silence, place_before
 from hangwatch.core.clock import FakeClock
 from hangwatch.core.engine import Engine
 from hangwatch.core.order import USUAL, expected_next
@@ -188,6 +188,48 @@ def test_progress_after_the_silence_moves_the_place_on():
     assert e.state()["place"] == "generic:evaluation"
     e.feed_line("log", "Saving checkpoint to /ckpt/step_100")
     assert e.state()["place"] is None and e.state()["phase"] == "generic:checkpoint_save"
+
+
+def silence_of(lines: list[str]):
+    """`place_at_silence` with no rule's START: only an announcement's own words can name it."""
+    rules = load_rule_set()
+    return place_at_silence(lines, lambda _text: (),
+                            lambda phase_id: rules.phase(f"generic:{phase_id}"))
+
+
+def test_a_last_line_announcing_an_action_names_the_silence_by_its_words():
+    cases = {
+        "misc_utils:20 [INFO] Starting train": "generic:train_loop",
+        "**Initializing horovod**": "generic:distributed_init",
+        "building train, validation, and test datasets for GPT ...": "generic:data_load",
+        "Monitoring job until status is any of ['Succeeded', 'Failed'].":
+            "generic:resource_wait",
+        "Loading VLM prism-7b from Checkpoint; Freezing": "generic:model_load",
+        "Compiling the fused kernels...": "generic:build",
+    }
+    for line, phase in cases.items():
+        place = silence_of(["setup", line, "[warn] 1 more process has sent help message"])
+        assert place is not None and place.phase is not None, line
+        assert (place.phase.id, place.back, place.text) == (phase, 2, line)
+    state = fed(["setup", "misc_utils:20 [INFO] Starting batch_runner", "1 more message"]).state()
+    assert state["phase"] is None and state["place"] == "generic:train_loop"
+    assert "2 line(s) from the end: misc_utils:20 [INFO] Starting batch_runner" in \
+        state["context"]
+
+
+def test_an_announcement_a_later_line_says_finished_or_too_far_back_names_nothing():
+    assert silence_of(["Starting train", "assemble_training_data took 1.07 seconds"]) is None
+    assert silence_of(["Starting train", "a", "b", "c", "d", "e"]) is None
+    assert silence_of(["the model has 7B parameters", "world size 8"]) is None  # no action
+
+
+def test_a_bar_newer_than_an_announcement_names_the_silence_and_an_older_one_does_not():
+    place = silence_of(["Starting train", "Scoring test set: 45%|####5 | 9/20 [00:03<00:04]"])
+    assert place is not None and place.phase is not None
+    assert place.phase.id == "generic:evaluation"
+    newer = silence_of(["Scoring test set: 45%|####5 | 9/20 [00:03<00:04]", "Saving shards ..."])
+    assert newer is not None and newer.phase is not None
+    assert newer.phase.id == "generic:checkpoint_save"
 
 
 CTRL_C = """\
