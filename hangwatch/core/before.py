@@ -43,7 +43,11 @@ COUNTER = regex.compile(
 # shows it, `9/20 [00:03<00:04, 2.83it/s]`) or a named counter (`step 12`), not any `N/M`
 # (a date, an NCCL channel).
 BAR = regex.compile(r"\d{1,3}%\s*\||\|\s*\d+/\d+\s*\["
-                    r"|\b\d+/\d+ \[[\d:]+<[\d:?]+, *[\d.?]+ ?(?:[a-zA-Z]+/s|s/[a-zA-Z]+)\]")
+                    r"|\b\d+/\d+ \[[\d:]+<[\d:?]+, *[\d.?]+ ?(?:[a-zA-Z]+/s|s/[a-zA-Z]+)\]"
+                    # Keras's `12/50 [=====>....]`, Chainer's `[####....] 54.35%`, click's
+                    # `[###-]  5028/5029`: a bracket of fill, then or after it a count.
+                    r"|\b\d+/\d+ \[[=>.]{8,}\]"
+                    r"|\[[#=>.\-\u2588 ]{8,}\]\s*(?:\d{1,3}(?:\.\d+)?%|\d+/\d+)")
 NAMED_COUNTER = regex.compile(r"(?i)\b(?:epoch|step|iter(?:ation)?|batch)\s*[:=#]?\s*\[?\d+")
 # A bar with no words takes its loop from a line this close before it that names one.
 ANNOUNCED_WITHIN = 3
@@ -64,7 +68,7 @@ BAR_WORDS: tuple[tuple[str, regex.Pattern[str]], ...] = tuple(
                        r"|checkpoint\w*|state)\b"),
         ("data_load", r"\b(?:token\w*|preprocess\w*|map|filter\w*|download\w*|data\w*"
                       r"|shuffl\w*|packing|pack\w* sequences|process\w* (?:dataset|data|split)"
-                      r"|read\w*|load\w*)\b"),
+                      r"|read\w*|load\w*|index\w*)\b"),
         ("train_loop", r"\b(?:train\w*|epoch\w*|step\w*|iter\w*|batch\w*|fit\w*)\b"),
     ))
 
@@ -90,7 +94,12 @@ ANNOUNCED_WORDS: tuple[tuple[str, regex.Pattern[str]], ...] = tuple(
                              r"|rendezvous|communicators?|world[ _]size|ddp)\b"),
         ("build", r"\b(?:compil\w*|jit|extensions?|kernels?|cuda ?graphs?)\b"),
         ("data_load", r"\b(?:datasets?|data ?loaders?|splits?|corpus|index\w*)\b"),
+        ("model_load", r"\b(?:models?|engines?|weights|checkpoints?|pretrained)\b"),
     )) + BAR_WORDS
+# An announcement's words end where its details start (`Initializing an LLM engine with
+# config: model=..., download_dir=...`): the values after it name other things.
+ANNOUNCED_CHARS = 80
+DETAILS = regex.compile(r"[:=({\[]")
 
 
 @dataclass(frozen=True)
@@ -208,10 +217,17 @@ def stack_place(lines: Sequence[str], rules: Sequence[StackRule],
 
 def _announced(text: str, generic: Callable[[str], PhaseRule | None]) -> PhaseRule | None:
     """The place a line announcing an action names by its words; None for another line."""
-    if ANNOUNCE.search(text) is None or METRICS.search(text) or BAR.search(text):
+    announce = ANNOUNCE.search(text)
+    if announce is None or METRICS.search(text) or BAR.search(text):
         return None
+    if announce.group().strip(" *.") and announce.group()[0] != ".":  # a verb: from it on
+        said = text[announce.start():announce.start() + ANNOUNCED_CHARS]
+        details = DETAILS.search(said)
+        said = said[:details.start()] if details else said
+    else:  # an ellipsis: what comes before it
+        said = text[max(0, announce.start() - ANNOUNCED_CHARS):announce.start()]
     for phase_id, words in ANNOUNCED_WORDS:
-        if words.search(text):
+        if words.search(said):
             return generic(phase_id)
     return None
 

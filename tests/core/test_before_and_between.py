@@ -232,6 +232,33 @@ def test_a_bar_newer_than_an_announcement_names_the_silence_and_an_older_one_doe
     assert newer.phase.id == "generic:checkpoint_save"
 
 
+def test_an_announcements_words_end_where_its_details_start():
+    place = silence_of(["INFO llm_engine.py:72] Initializing an LLM engine with config: "
+                        "model='/m', tokenizer='/m', download_dir=None, load_format=auto"])
+    assert place is not None and place.phase is not None
+    assert place.phase.id == "generic:model_load"  # not the data words of its settings
+    header = silence_of(["data_loader.py:20 [INFO] Starting train"])
+    assert header is not None and header.phase is not None
+    assert header.phase.id == "generic:train_loop"  # not the logger's file name
+
+
+def test_bracket_bars_of_keras_chainer_and_click_are_bars_named_by_their_words():
+    cases = [
+        (["this epoch [###########################.......................] 54.35%",
+          "       300 iter, 0 epoch / 15 epochs",
+          "   0.69902 iters/sec. Estimated time to finish: 3:10:15.971187."],
+         "generic:train_loop", "this epoch [####"),
+        (["epoch 3/10", "120/500 [=====>........................] - ETA: 1:23 - acc: 0.5"],
+         "generic:train_loop", "120/500 [====="),
+        (["Indexing shards  [###################################-]  5028/5029  00:00:15"],
+         "generic:data_load", "Indexing shards"),
+    ]
+    for lines, phase, shown in cases:
+        place = silence_of(lines)
+        assert place is not None and place.phase is not None, lines
+        assert place.phase.id == phase and place.text.startswith(shown)
+    assert silence_of(["see [link] and [........] here"]) is None  # no count: no bar
+
 CTRL_C = """\
 ^CTraceback (most recent call last):
   File "train.py", line 88, in <module>
