@@ -81,7 +81,8 @@ ANNOUNCE = regex.compile(
     r"(?:\.\.\.|\u2026)[\s*.]*$"
     r"|\b(?:Start(?:ing)?|Begin(?:ning)?|Initiali[sz]ing|Loading|Building|Creating|Preparing"
     r"|Compiling|Waiting|Monitoring|Connecting|Launching|Setting up|Indexing|Downloading"
-    r"|Tokeni[sz]ing|Running)\b")
+    r"|Tokeni[sz]ing|Running|Computing|Evaluating|Saving|Generating|(?:Pre)?[Pp]rocessing"
+    r"|Fetching|Syncing|Allocating|Capturing|Profiling|Warming up)\b")
 DONE = regex.compile(r"(?i)\b(?:done|finished|completed?|took \d|succeeded)\b")
 ANNOUNCE_LINES = 5
 # An announcement's words name more kinds of place than a bar's: a wait, a rendezvous, a

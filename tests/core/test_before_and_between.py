@@ -206,6 +206,7 @@ def test_a_last_line_announcing_an_action_names_the_silence_by_its_words():
             "generic:resource_wait",
         "Loading VLM prism-7b from Checkpoint; Freezing": "generic:model_load",
         "Compiling the fused kernels...": "generic:build",
+        "INFO [train.py:1100] (2/3) Computing validation loss": "generic:evaluation",
     }
     for line, phase in cases.items():
         place = silence_of(["setup", line, "[warn] 1 more process has sent help message"])
