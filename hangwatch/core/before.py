@@ -62,7 +62,7 @@ METRICS = regex.compile(r"(?i)(?<![\w/])(?:(?P<eval>eval|val|valid|validation|te
 BAR_WORDS: tuple[tuple[str, regex.Pattern[str]], ...] = tuple(
     (phase, regex.compile(words, regex.IGNORECASE)) for phase, words in (
         ("evaluation", r"\b(?:eval\w*|valid\w*|val|test(?:ing)?|predict\w*|infer\w*"
-                       r"|generat\w*|sampl\w*|rollout\w*)\b"),
+                       r"|generat\w*|sampling|rollout\w*)\b"),
         ("checkpoint_save", r"\b(?:sav(?:e|ing)|writ(?:e|ing)|upload\w*|export\w*)\b"),
         ("model_load", r"\b(?:load\w*|restor\w*)\b[^\n|]*\b(?:model|weights?|shards?"
                        r"|checkpoint\w*|state)\b"),
@@ -84,6 +84,14 @@ ANNOUNCE = regex.compile(
     r"|Tokeni[sz]ing|Running|Computing|Evaluating|Saving|Generating|(?:Pre)?[Pp]rocessing"
     r"|Fetching|Syncing|Allocating|Capturing|Profiling|Warming up)\b")
 DONE = regex.compile(r"(?i)\b(?:done|finished|completed?|took \d|succeeded)\b")
+# A line saying an action finished (`CheckpointManager::save_all call done`, `Model saved`):
+# with nothing after it, the job hangs in what comes next (core/order.py), as after a phase
+# a rule saw complete. Its words before the verb say which action.
+FINISHED = regex.compile(r"(?i)\b(?:done|finished|completed?|succeeded|saved|took \d)\b")
+AT_END = regex.compile(r"\b(\d+)\s*/\s*\1\b")
+FINISHED_WORDS: tuple[tuple[str, regex.Pattern[str]], ...] = (
+    ("checkpoint_save", regex.compile(r"(?i)\bsav(?:e|ed|ing)\w*|\bcheckpoint\w*")),
+    *((phase, words) for phase, words in BAR_WORDS if phase != "checkpoint_save"))
 ANNOUNCE_LINES = 5
 # An announcement's words name more kinds of place than a bar's: a wait, a rendezvous, a
 # build; and a dataset being built is data even when its name says "validation".
@@ -116,12 +124,15 @@ class Place:
     by_start: bool = False  # `phase` is a rule's START the engine has read already
     label: str = ""  # a stack's place in words ("collective"), for one no phase names
     by_default: bool = False  # a bar with no words: taken as the training loop
+    finished: bool = False  # `phase` is an action the line says finished: the job is past it
 
     def describe(self, before: str = "before") -> str:
         where = (f"{self.phase.title} ({self.phase.id})" if self.phase
                  else self.label or "a progress line")
         if self.by_default:
             where += ", a bar with no words taken as a training job's main loop"
+        if self.finished:
+            where += " finished"
         shown = self.counter or self.text
         return f"{where}, {self.back} line(s) {before}: {shown[:TEXT_CHARS]}"
 
@@ -171,6 +182,9 @@ def place_at_silence(lines: Sequence[str], starts: Callable[[str], Sequence[Phas
         if rules:
             return Place(rules[0], text.strip(), back, by_start=True)
         if found is None and not finished and back <= ANNOUNCE_LINES:
+            past = _finished(text, generic)
+            if past is not None:
+                return Place(past, text.strip(), back, finished=True)
             announced = _announced(text, generic)
             if announced is not None:
                 return Place(announced, text.strip(), back)
@@ -187,8 +201,13 @@ def place_at_silence(lines: Sequence[str], starts: Callable[[str], Sequence[Phas
         if found is None:
             if bar is not None:
                 found = (text, back, _counted(text[:bar.start()], generic))
-            elif NAMED_COUNTER.search(text):
-                found = (text, back, _counted(text, generic))
+            elif (counter := NAMED_COUNTER.search(text)) is not None:
+                # Its own words run up to the first detail after its number (`Iteration 0,
+                # Testing net (#0)`); the metrics past that (`Speed: 24 samples/sec`,
+                # `fcn_valid=0.27`) say nothing of the loop.
+                details = DETAILS.search(text, counter.end())
+                said = text[:details.start()] if details else text
+                found = (text, back, _counted(said, generic))
         elif found[2] is None and bar is None and back - found[1] <= ANNOUNCED_WITHIN:
             announced = _counted(text, generic)
             if announced is not None:
@@ -228,6 +247,19 @@ def _announced(text: str, generic: Callable[[str], PhaseRule | None]) -> PhaseRu
     else:  # an ellipsis: what comes before it
         said = text[max(0, announce.start() - ANNOUNCED_CHARS):announce.start()]
     for phase_id, words in ANNOUNCED_WORDS:
+        if words.search(said):
+            return generic(phase_id)
+    return None
+
+
+def _finished(text: str, generic: Callable[[str], PhaseRule | None]) -> PhaseRule | None:
+    """The action a line says finished, by the words just before its verb; None for
+    another line."""
+    verb = FINISHED.search(text)
+    if verb is None or METRICS.search(text) or BAR.search(text) or AT_END.search(text):
+        return None  # a loop's last count (`Inference done 4313/4313`) is not its phase's end
+    said = text[max(0, verb.start() - ANNOUNCED_CHARS):verb.start()]
+    for phase_id, words in FINISHED_WORDS:
         if words.search(said):
             return generic(phase_id)
     return None

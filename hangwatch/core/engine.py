@@ -591,16 +591,23 @@ class Engine:
         if self.tracker.current is not None:
             return None
         place = self._place if self._place is not None else self.silence()
-        return place.phase if place is not None else None
+        if place is None or place.finished:
+            return None  # past a finished action: what is between names the place
+        return place.phase
 
     def _starts(self, candidate: str) -> tuple[PhaseRule, ...]:
         found = self.rules.match(candidate)
         return found.phase_starts if found is not None else ()
 
     def between(self) -> Between | None:
-        """Nothing open: the place expected next after the last phase completed."""
-        last = self.tracker.last_completed
-        if self.tracker.current is not None or last is None:
+        """Nothing open: the place expected next after the last phase completed, or after
+        an action the last lines say finished (newer than that phase's end, see `silence`)."""
+        if self.tracker.current is not None:
+            return None
+        silence = self.silence()
+        last = (silence.phase if silence is not None and silence.finished
+                else self.tracker.last_completed)
+        if last is None:
             return None
         if last.id not in self._between:
             self._between[last.id] = expected_next(last, self.rules)

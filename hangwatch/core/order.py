@@ -4,7 +4,7 @@ A job that completed a phase (Ray started; the engine finished loading) and open
 after it hangs in what comes next. A pack's phases are declared in the order its framework
 runs them; past a pack's last phase, or for the generic layer's phases, the usual order of a
 training job says what follows: resources, data, model, distributed init, engine, the
-training loop, evaluation or a checkpoint, shutdown.
+training loop, evaluation or a checkpoint, then the loop again or shutdown.
 """
 
 from __future__ import annotations
@@ -21,6 +21,10 @@ from hangwatch.core.model import PhaseRule
 _STAGES = (("resource_wait",), ("data_load",), ("model_load",), ("distributed_init",),
            ("build",), ("train_loop",), ("evaluation", "checkpoint_save"), ("shutdown",))
 GENERIC_ORDER = tuple(tuple(f"generic:{i}" for i in stage) for stage in _STAGES)
+# A training job evaluates and saves between stretches of its loop: after those the loop
+# resumes, or the job shuts down.
+_RESUMES = {_STAGES.index(("evaluation", "checkpoint_save")):
+            ("generic:train_loop", "generic:shutdown")}
 USUAL = "the usual order of a training job"
 
 
@@ -58,7 +62,8 @@ def expected_next(last: PhaseRule | None, rules: Rules) -> Between | None:
     stage = _stage(last, generic, rules)
     if stage is None:
         return None
-    for later in GENERIC_ORDER[stage + 1:]:
+    nexts = (_RESUMES[stage],) if stage in _RESUMES else GENERIC_ORDER[stage + 1:]
+    for later in nexts:
         found = tuple(generic[i] for i in later if i in generic)
         if found:
             return Between(last, found, USUAL)

@@ -260,6 +260,30 @@ def test_bracket_bars_of_keras_chainer_and_click_are_bars_named_by_their_words()
         assert place.phase.id == phase and place.text.startswith(shown)
     assert silence_of(["see [link] and [........] here"]) is None  # no count: no bar
 
+def test_a_counters_words_run_to_its_first_detail_not_into_its_metrics():
+    mxnet = silence_of(["2017-02-10 00:27:06,021 Host Epoch[0] Batch [4]\tSpeed: 24.24 "
+                        "samples/sec\tTrain-fcn_valid=0.270395"])
+    assert mxnet is not None and mxnet.phase is not None
+    assert mxnet.phase.id == "generic:train_loop"  # not `samples`, not `valid`
+    caffe = silence_of(["I0115 solver.cpp:362] Iteration 0, Testing net (#0)"])
+    assert caffe is not None and caffe.phase is not None
+    assert caffe.phase.id == "generic:evaluation"
+
+
+def test_a_line_saying_an_action_finished_places_the_silence_after_it():
+    e = fed(["I0730 time_manager.py:50] 0023497> heatmaps_mse = 0.000477729",
+             "I0730 checkpoint_manager.py:86] CheckpointManager::save_all call done"])
+    state = e.state()
+    assert state["phase"] is None and state["place"] is None  # past it, not in it
+    assert "Saving a checkpoint (generic:checkpoint_save) finished, 1 line(s) from the end" \
+        in state["context"]
+    assert state["between"].startswith("after Saving a checkpoint (generic:checkpoint_save), "
+                                       "before Training loop (generic:train_loop) or ")
+    # A loop's last count is no end of its phase: the evaluator goes on after it.
+    last_count = silence_of(["Inference done 4313/4313. 0.0726 s / img. ETA=0:00:00"])
+    assert last_count is None or not last_count.finished
+
+
 CTRL_C = """\
 ^CTraceback (most recent call last):
   File "train.py", line 88, in <module>
@@ -340,6 +364,11 @@ def test_past_a_packs_last_phase_the_usual_order_of_a_training_job_says_what_fol
     after_data = expected_next(data_load, rules)
     assert after_data is not None and after_data.by == USUAL
     assert [r.id for r in after_data.before] == ["generic:model_load"]
+    save = rules.phase("generic:checkpoint_save")
+    assert save is not None
+    after_save = expected_next(save, rules)  # the loop resumes after a save, or the job ends
+    assert after_save is not None
+    assert [r.id for r in after_save.before] == ["generic:train_loop", "generic:shutdown"]
 
 
 def test_a_phase_open_or_none_seen_names_nothing_between():
