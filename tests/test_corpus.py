@@ -47,8 +47,12 @@ REPO = Path(__file__).resolve().parent.parent
 # recorded in written_for.yaml) and the bare-bar readings: 88 % packs on, 77 % left out.
 # Round 5 added 14 held-out hangs, kept unread until then, 8 named at first sight: 86.8 % packs
 # on and 76.6 % left out over 205 hangs. After its rules: 88 % and 77 %.
+# Announcements and bracket bars at the silence (no rule): 83 % left out over 205 hangs.
+# Round 6 added 20 held-out hangs, 15 named at first sight; after the code it led to (a
+# counter's words, a finished action, the loop resuming after a save) and one vLLM word:
+# 88 % packs on, 83 % left out over 225 hangs.
 PACKS_ON_FLOOR = 88.0
-LEAVE_ONE_OUT_FLOOR = 77.0
+LEAVE_ONE_OUT_FLOOR = 83.0
 
 
 @functools.cache
