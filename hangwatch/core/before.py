@@ -78,11 +78,13 @@ BAR_WORDS: tuple[tuple[str, regex.Pattern[str]], ...] = tuple(
 # line within ANNOUNCE_LINES of the end names where a job that went quiet was, by its words,
 # unless a later line says something finished (then the job was past it).
 ANNOUNCE = regex.compile(
-    r"(?:\.\.\.|\u2026)[\s*.]*$"
-    r"|\b(?:Start(?:ing)?|Begin(?:ning)?|Initiali[sz]ing|Loading|Building|Creating|Preparing"
-    r"|Compiling|Waiting|Monitoring|Connecting|Launching|Setting up|Indexing|Downloading"
-    r"|Tokeni[sz]ing|Running|Computing|Evaluating|Saving|Generating|(?:Pre)?[Pp]rocessing"
-    r"|Fetching|Syncing|Allocating|Capturing|Profiling|Warming up)\b")
+    r"(?P<verb>\b(?:Start(?:ing)?|Begin(?:ning)?|Initiali[sz]ing|Loading|Building|Creating"
+    r"|Preparing|Compiling|Waiting|Monitoring|Connecting|Launching|Setting up|Indexing"
+    r"|Downloading|Tokeni[sz]ing|Running|Computing|Evaluating|Saving|Generating"
+    r"|(?:Pre)?[Pp]rocessing|Fetching|Syncing|Allocating|Capturing|Profiling|Warming up)\b)"
+    # or at the end: an ellipsis, or `start`/`begins` after what starts (`Timer actor_train
+    # start`, `train_step begins...`)
+    r"|(?:\b(?:start(?:s|ed|ing)?|begins?)\b[\s*]*(?:\.\.\.|\u2026)?|\.\.\.|\u2026)[\s*.]*$")
 DONE = regex.compile(r"(?i)\b(?:done|finished|completed?|took \d|succeeded)\b")
 # A line saying an action finished (`CheckpointManager::save_all call done`, `Model saved`):
 # with nothing after it, the job hangs in what comes next (core/order.py), as after a phase
@@ -167,27 +169,31 @@ def place_before(lines: Sequence[str], stop: str,
 
 
 def place_at_silence(lines: Sequence[str], starts: Callable[[str], Sequence[PhaseRule]],
-                     generic: Callable[[str], PhaseRule | None]) -> Place | None:
+                     generic: Callable[[str], PhaseRule | None],
+                     quiet: Callable[[str], bool] = lambda _text: False) -> Place | None:
     """Where the last lines (oldest first) show the job went quiet: the newest bar or named
     counter within BEFORE_LINES, named by its own words (the text before a bar's percent),
     else by the words of a line just before it that announces its loop (`Infer at
     iteration 0`), else by a line of training metrics before it; or that metrics line
     alone. A bar nothing names is a training job's main loop, said as such. Newer than any
-    of those, a line announcing an action begun (ANNOUNCE) names it by its words. A phase
-    START found first is returned with `by_start` (the engine read it already)."""
+    of those, a line announcing an action begun or saying one finished names it by its
+    words (`_recent`). A phase START found first is returned with `by_start` (the engine
+    read it already). `quiet` lines (a pack's noise: health probes, idle engine stats) are
+    passed over and do not count toward ANNOUNCE_LINES."""
     found: tuple[str, int, PhaseRule | None] | None = None
     finished = False  # a line newer than the one being read says something finished
+    said = 0  # lines read that are not quiet
     for back, text in enumerate(reversed(lines[-BEFORE_LINES:]), start=1):
+        if quiet(text):
+            continue
+        said += 1
         rules = starts(text)
         if rules:
             return Place(rules[0], text.strip(), back, by_start=True)
-        if found is None and not finished and back <= ANNOUNCE_LINES:
-            past = _finished(text, generic)
-            if past is not None:
-                return Place(past, text.strip(), back, finished=True)
-            announced = _announced(text, generic)
-            if announced is not None:
-                return Place(announced, text.strip(), back)
+        if found is None and not finished and said <= ANNOUNCE_LINES:
+            recent = _recent(text, back, generic)
+            if recent is not None:
+                return recent
             finished = DONE.search(text) is not None
         metrics = METRICS.search(text)
         if metrics is not None:
@@ -199,15 +205,7 @@ def place_at_silence(lines: Sequence[str], starts: Callable[[str], Sequence[Phas
             break
         bar = BAR.search(text)
         if found is None:
-            if bar is not None:
-                found = (text, back, _counted(text[:bar.start()], generic))
-            elif (counter := NAMED_COUNTER.search(text)) is not None:
-                # Its own words run up to the first detail after its number (`Iteration 0,
-                # Testing net (#0)`); the metrics past that (`Speed: 24 samples/sec`,
-                # `fcn_valid=0.27`) say nothing of the loop.
-                details = DETAILS.search(text, counter.end())
-                said = text[:details.start()] if details else text
-                found = (text, back, _counted(said, generic))
+            found = _progress(text, back, bar, generic)
         elif found[2] is None and bar is None and back - found[1] <= ANNOUNCED_WITHIN:
             announced = _counted(text, generic)
             if announced is not None:
@@ -217,6 +215,32 @@ def place_at_silence(lines: Sequence[str], starts: Callable[[str], Sequence[Phas
     if found[2] is None and BAR.search(found[0]):
         return Place(generic("train_loop"), found[0].strip(), found[1], by_default=True)
     return Place(found[2], found[0].strip(), found[1])
+
+
+def _recent(text: str, back: int,
+            generic: Callable[[str], PhaseRule | None]) -> Place | None:
+    """A line near the end that says an action finished (the job is past it) or began."""
+    past = _finished(text, generic)
+    if past is not None:
+        return Place(past, text.strip(), back, finished=True)
+    announced = _announced(text, generic)
+    return Place(announced, text.strip(), back) if announced is not None else None
+
+
+def _progress(text: str, back: int, bar: regex.Match[str] | None,
+              generic: Callable[[str], PhaseRule | None]
+              ) -> tuple[str, int, PhaseRule | None] | None:
+    """A bar or named counter, with the loop its own words name (None: they name none)."""
+    if bar is not None:
+        return text, back, _counted(text[:bar.start()], generic)
+    counter = NAMED_COUNTER.search(text)
+    if counter is None:
+        return None
+    # Its own words run up to the first detail after its number (`Iteration 0, Testing net
+    # (#0)`); the metrics past that (`Speed: 24 samples/sec`, `fcn_valid=0.27`) say nothing
+    # of the loop.
+    details = DETAILS.search(text, counter.end())
+    return text, back, _counted(text[:details.start()] if details else text, generic)
 
 
 def stack_place(lines: Sequence[str], rules: Sequence[StackRule],
@@ -240,16 +264,13 @@ def _announced(text: str, generic: Callable[[str], PhaseRule | None]) -> PhaseRu
     announce = ANNOUNCE.search(text)
     if announce is None or METRICS.search(text) or BAR.search(text):
         return None
-    if announce.group().strip(" *.") and announce.group()[0] != ".":  # a verb: from it on
+    if announce["verb"]:  # from the verb on
         said = text[announce.start():announce.start() + ANNOUNCED_CHARS]
         details = DETAILS.search(said)
         said = said[:details.start()] if details else said
-    else:  # an ellipsis: what comes before it
+    else:  # at the end: what comes before it
         said = text[max(0, announce.start() - ANNOUNCED_CHARS):announce.start()]
-    for phase_id, words in ANNOUNCED_WORDS:
-        if words.search(said):
-            return generic(phase_id)
-    return None
+    return _named(said, ANNOUNCED_WORDS, generic)
 
 
 def _finished(text: str, generic: Callable[[str], PhaseRule | None]) -> PhaseRule | None:
@@ -259,16 +280,21 @@ def _finished(text: str, generic: Callable[[str], PhaseRule | None]) -> PhaseRul
     if verb is None or METRICS.search(text) or BAR.search(text) or AT_END.search(text):
         return None  # a loop's last count (`Inference done 4313/4313`) is not its phase's end
     said = text[max(0, verb.start() - ANNOUNCED_CHARS):verb.start()]
-    for phase_id, words in FINISHED_WORDS:
-        if words.search(said):
-            return generic(phase_id)
-    return None
+    return _named(said, FINISHED_WORDS, generic)
 
 
 def _counted(text: str, generic: Callable[[str], PhaseRule | None]) -> PhaseRule | None:
     """The loop a bar or counter counts, by its own words."""
-    for phase_id, words in BAR_WORDS:
-        if words.search(text):
+    return _named(text, BAR_WORDS, generic)
+
+
+def _named(said: str, table: Sequence[tuple[str, regex.Pattern[str]]],
+           generic: Callable[[str], PhaseRule | None]) -> PhaseRule | None:
+    """The first place of `table` whose words `said` holds; an identifier's parts are words
+    of their own (`actor_train`, `save_all`)."""
+    said = said.replace("_", " ")
+    for phase_id, words in table:
+        if words.search(said):
             return generic(phase_id)
     return None
 

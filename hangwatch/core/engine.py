@@ -569,7 +569,8 @@ class Engine:
             return self._silence[1]
         tail = self._tails.get(source, [])
         found = [p for p in (stack_place(tail, self.rules.stack_rules, self._generic_phase),
-                             place_at_silence(tail, self._starts, self._generic_phase)) if p]
+                             place_at_silence(tail, self._starts, self._generic_phase,
+                                              self._is_noise)) if p]
         place = min(found, key=lambda p: p.back) if found else None  # the newer of the two
         if place is not None and (place.by_start
                                   or self.lines.get(source, 0) - place.back + 1 <= ended):
@@ -594,6 +595,10 @@ class Engine:
         if place is None or place.finished:
             return None  # past a finished action: what is between names the place
         return place.phase
+
+    def _is_noise(self, candidate: str) -> bool:
+        found = self.rules.match(candidate)
+        return found is not None and found.noise is not None
 
     def _starts(self, candidate: str) -> tuple[PhaseRule, ...]:
         found = self.rules.match(candidate)

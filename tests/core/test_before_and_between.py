@@ -219,7 +219,9 @@ def test_a_last_line_announcing_an_action_names_the_silence_by_its_words():
 
 
 def test_an_announcement_a_later_line_says_finished_or_too_far_back_names_nothing():
-    assert silence_of(["Starting train", "assemble_training_data took 1.07 seconds"]) is None
+    past = silence_of(["Starting train", "assemble_training_data took 1.07 seconds"])
+    assert past is not None and past.finished and past.phase is not None
+    assert past.phase.id == "generic:data_load"  # past the newer line's action, not in train
     assert silence_of(["Starting train", "a", "b", "c", "d", "e"]) is None
     assert silence_of(["the model has 7B parameters", "world size 8"]) is None  # no action
 
@@ -282,6 +284,16 @@ def test_a_line_saying_an_action_finished_places_the_silence_after_it():
     # A loop's last count is no end of its phase: the evaluator goes on after it.
     last_count = silence_of(["Inference done 4313/4313. 0.0726 s / img. ETA=0:00:00"])
     assert last_count is None or not last_count.finished
+
+
+def test_start_at_a_lines_end_announces_and_noise_lines_do_not_push_it_out_of_reach():
+    probe = '(SGLangEngine pid=1) INFO:     172.17.0.11:41646 - "GET /metrics HTTP/1.1" 200 OK'
+    lines = ["(MegatronTrainRayActor pid=19450) [2026-03-24 06:36:50] timer.py:24 - Timer "
+             "actor_train start", *[probe] * 8]
+    state = fed(lines).state()
+    assert state["place"] == "generic:train_loop"
+    assert "9 line(s) from the end: (MegatronTrainRayActor" in state["context"]
+    assert silence_of(lines) is None  # without the engine's noise rules: too far back
 
 
 CTRL_C = """\
