@@ -26,7 +26,7 @@ from hangwatch.cli import main
 from hangwatch.core.clock import FakeClock
 from hangwatch.core.engine import Engine
 from hangwatch.core.lines import LineSplitter
-from hangwatch.core.model import RulePack
+from hangwatch.core.model import KINDS, RulePack
 from hangwatch.packs.load import load_builtin_packs, load_rule_set
 
 FIXTURES = Path(__file__).parent / "fixtures" / "packs"
@@ -124,6 +124,14 @@ def test_every_phase_has_advice_and_every_warning_or_error_signal_too():
         for signal in pack.signals:
             assert signal.severity == "info" or signal.advice, (
                 f"{pack.name}: signal {signal.id} has no advice")
+
+
+def test_every_builtin_phase_is_a_kind_of_place_and_a_generic_phase_its_own():
+    for pack in load_builtin_packs():
+        for phase in pack.phases:
+            assert phase.kind in KINDS, f"{pack.name}: {phase.id} declares no `kind`"
+            if pack.generic:
+                assert phase.id == f"generic:{phase.kind}"
 
 
 def test_no_pattern_matches_an_empty_line_or_starts_with_dot_star():

@@ -85,6 +85,7 @@ def result(engine: Engine, quiet_s: float) -> dict[str, Any]:
         "context": state["context"],
         "place": state["place"],
         "place_title": state["place_title"],
+        "kind": state["kind"],
         "last_line": dict(zip(("source", "line", "text"), last, strict=True))
         if (last := engine.last_line()) else None,
         "quiet_s": round(quiet_s, 3),
@@ -112,6 +113,8 @@ def render(data: dict[str, Any], out: TextIO) -> None:
     if data["place"]:
         print(safe(f"place:          {data['place_title']} [{data['place']}], by the last "
                    "lines"), file=out)
+    if data["kind"]:
+        print(f"kind of place:  {data['kind']}", file=out)
     if not data["phase"] and data["last_line"]:
         last = data["last_line"]
         print(safe(f"last line:      {last['source']}:{last['line']}: {last['text']}"), file=out)

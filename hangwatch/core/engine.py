@@ -432,6 +432,7 @@ class Engine:
             "context": self._place_text(),
             "place": placed.id if placed else None,
             "place_title": placed.title if placed else None,
+            "kind": self._kind(),
             "idle_s": round(self.idle(), 3),
             "threshold_s": threshold,
             "threshold_from": threshold_from,
@@ -595,6 +596,13 @@ class Engine:
         if place is None or place.finished:
             return None  # past a finished action: what is between names the place
         return place.phase
+
+    def _kind(self) -> str | None:
+        """The kind of place (core/model.KINDS) of the step in progress, else of the open
+        phase, else of the place the last lines name: one word for any framework's phase."""
+        step = self.tracker.current_step
+        named = step[0] if step else self.tracker.current or self.placed()
+        return named.kind if named is not None else None
 
     def _is_noise(self, candidate: str) -> bool:
         found = self.rules.match(candidate)
@@ -774,6 +782,7 @@ class Engine:
             between=self._between_text(),
             context=self._place_text(),
             place=placed.id if (placed := self.placed()) else None,
+            kind=self._kind(),
         )
 
 

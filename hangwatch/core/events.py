@@ -124,6 +124,7 @@ class StallEvent:
     between: str = ""  # nothing open: after the last phase, before the one expected next
     context: str = ""  # the place a stop line took from the lines before it (core/before.py)
     place: str | None = None  # nothing open: the phase that place, or the last lines, name
+    kind: str | None = None  # the kind of place (core/model.KINDS) of the step, phase or place
 
 
 @dataclass(frozen=True)

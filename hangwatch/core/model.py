@@ -24,6 +24,12 @@ class Origin:
         return f"{self.file}:{self.line}"
 
 
+# The kinds of place every training job passes through, in their usual order (core/order.py):
+# the generic layer's phases, and what a pack's phase declares itself as (`kind:`).
+KINDS = ("resource_wait", "data_load", "model_load", "distributed_init", "build", "train_loop",
+         "evaluation", "checkpoint_save", "shutdown")
+
+
 @dataclass(frozen=True)
 class PhaseRule:
     id: str
@@ -37,6 +43,9 @@ class PhaseRule:
     # generic layer: False when, seen inside a pack's phase, it is no step of its own (a
     # training loop's lines inside the pack's own training loop say nothing new)
     nests: bool = True
+    # The generic place this phase is a case of (one of KINDS): a pack's `rollout_init` is a
+    # model load, its `gkd_train_loop` a training loop. A generic phase is its own kind.
+    kind: str | None = None
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,8 @@ import regex
 
 from hangwatch.core.model import PhaseRule
 
-# The usual order of a training job, by the generic layer's phase ids; a stage may hold
-# several places, any of which comes next.
+# The usual order of a training job, by the generic layer's phase ids (the KINDS of place);
+# a stage may hold several places, any of which comes next.
 _STAGES = (("resource_wait",), ("data_load",), ("model_load",), ("distributed_init",),
            ("build",), ("train_loop",), ("evaluation", "checkpoint_save"), ("shutdown",))
 GENERIC_ORDER = tuple(tuple(f"generic:{i}" for i in stage) for stage in _STAGES)
@@ -71,8 +71,12 @@ def expected_next(last: PhaseRule | None, rules: Rules) -> Between | None:
 
 
 def _stage(phase: PhaseRule, generic: dict[str, PhaseRule], rules: Rules) -> int | None:
-    """The stage of the usual order `phase` belongs to: its own for a generic phase, else
-    the first stage whose words its title or id holds."""
+    """The stage of the usual order `phase` belongs to: its kind's (a generic phase is its
+    own kind), else, for a user's phase that declares none, the first stage whose words its
+    title or id holds."""
+    if phase.kind is not None:
+        kind = f"generic:{phase.kind}"
+        return next((i for i, ids in enumerate(GENERIC_ORDER) if kind in ids), None)
     names = (phase.title, phase.id.replace("_", " "))
     for stage, ids in enumerate(GENERIC_ORDER):
         for phase_id in ids:

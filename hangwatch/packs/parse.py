@@ -12,6 +12,7 @@ import regex
 from hangwatch.core.durations import parse_duration
 from hangwatch.core.evidence import WHEN_KEYS
 from hangwatch.core.model import (
+    KINDS,
     SEVERITIES,
     DiagnosisRule,
     FinishRule,
@@ -34,7 +35,8 @@ LAYERS = ("pack", "generic")
 GENERIC_PREFIX = "generic:"  # generic-layer ids are shown, and kept apart, as generic:<id>
 SECTION_KEYS: dict[str, tuple[set[str], set[str]]] = {
     # section: (required keys, optional keys)
-    "phases": ({"id", "start"}, {"title", "done", "stall_after", "advice", "parent", "nests"}),
+    "phases": ({"id", "start"}, {"title", "done", "stall_after", "advice", "parent", "nests",
+                                 "kind"}),
     "signals": ({"id", "match"}, {"severity", "advice"}),
     "noise": ({"id", "match"}, set()),
     "progress": ({"id", "match"}, {"counter", "heartbeat"}),
@@ -210,11 +212,23 @@ class _PackParser:
         if not isinstance(nests, bool):
             self.error("`nests` must be true or false", item.key_lines["nests"], item["id"])
             return None
-        if start is None or ("done" in item and done is None):
+        kind = self._kind(item)
+        if start is None or ("done" in item and done is None) or kind == "":
             return None
         return PhaseRule(id=item["id"], title=str(title), start=start, done=done,
                          stall_after=stall_after, advice=self._advice(item), origin=origin,
-                         parent=parent, nests=nests)
+                         parent=parent, nests=nests, kind=kind)
+
+    def _kind(self, item: YamlMapping) -> str | None:
+        """The kind of place a phase is; a generic phase is its own. "" after an error."""
+        if self.generic:
+            return str(item["id"]) if item["id"] in KINDS else None
+        kind = item.get("kind")
+        if kind is not None and kind not in KINDS:
+            self.error(f"`kind` must be one of {', '.join(KINDS)}, not {kind!r}",
+                       item.key_lines["kind"], item["id"])
+            return ""
+        return kind
 
     def _signals(self, item: YamlMapping, origin: Origin) -> SignalRule | None:
         pattern = self._regex(item, "match")

@@ -73,6 +73,7 @@ def incident_dict(incident: Incident) -> dict[str, Any]:
         "between": stall.between,
         "context": stall.context,
         "place": stall.place,
+        "kind": stall.kind,
         "idle_s": round(stall.idle_s, 3),
         "threshold_s": stall.threshold_s,
         "threshold_from": stall.threshold_from,

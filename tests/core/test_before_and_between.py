@@ -388,3 +388,25 @@ def test_a_phase_open_or_none_seen_names_nothing_between():
     assert e.state()["between"] == ""
     e.feed_line("log", "Preparing the corpus")
     assert e.state()["between"] == ""
+
+
+def test_a_phases_declared_kind_says_what_follows_it_and_is_the_kind_of_place_shown():
+    pack = load_pack_text("""\
+pack: fetcher
+phases:
+  - id: pull_shards
+    title: Pulling shards
+    kind: data_load
+    start: 'pulling shards'
+    done: 'shards pulled'
+""", "fetcher.yaml")
+    rules = RuleSet([*load_rule_set().packs, pack])
+    pulling = rules.phase("pull_shards")
+    assert pulling is not None
+    after = expected_next(pulling, rules)  # its title alone names no kind of place
+    assert after is not None and [r.id for r in after.before] == ["generic:model_load"]
+    e = engine(rules)
+    e.feed_line("log", "pulling shards")
+    assert e.state()["kind"] == "data_load"
+    e.feed_line("log", "shards pulled")
+    assert e.state()["kind"] is None and e.state()["between"].startswith("after Pulling shards")

@@ -25,12 +25,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import regex
 import yaml
 
 from hangwatch.commands.check import read_log, result
 from hangwatch.core.clock import SystemClock
 from hangwatch.core.engine import Engine
-from hangwatch.core.model import RulePack
+from hangwatch.core.model import PhaseRule, RulePack
 from hangwatch.core.rules import RuleSet
 from hangwatch.packs.load import load_builtin_packs
 
@@ -297,6 +298,32 @@ def qualified(rule_id: str | None, rules: RuleSet) -> str | None:
     return rule_id
 
 
+def generic_kinds(text: str, rules: RuleSet) -> tuple[str, ...]:
+    """The generic layer's signals whose own words the line of a signal holds. A pack's
+    signal names such a line first (`nccl_collective_timeout` for the NCCL watchdog's
+    timeout) and the generic one stays silent, yet the line is that kind all the same: an
+    expectation of `generic:watchdog` is met by it."""
+    return tuple(qualified(s.id, rules) or s.id for s in rules.signals
+                 if s.origin.pack == GENERIC_PACK and _compiled(s.match).search(text))
+
+
+@functools.cache
+def _compiled(pattern: str) -> regex.Pattern[str]:
+    return regex.compile(pattern)
+
+
+def places(named: Iterable[PhaseRule | None], rules: RuleSet) -> set[str]:
+    """The ids an answer naming these phases meets: each phase's own, and its kind of place
+    (`gkd_train_loop` is a `generic:train_loop`; core/model.KINDS)."""
+    found = set()
+    for rule in named:
+        if rule is not None:
+            found.add(qualified(rule.id, rules))
+            if rule.kind is not None:
+                found.add(GENERIC_PREFIX + rule.kind)
+    return found
+
+
 def judge(entry: Entry, rules: RuleSet) -> Outcome:
     """Read the excerpt as `hangwatch check` does, its last line just written."""
     engine = engine_for(rules)
@@ -306,15 +333,17 @@ def judge(entry: Entry, rules: RuleSet) -> Outcome:
     phase, step = qualified(state["phase"], rules), qualified(state.get("step"), rules)
     placed = qualified(state["place"], rules)  # nothing open: the place the lines before show
     signals = tuple(qualified(s["id"], rules) or s["id"] for s in state["signals"])
+    signals += tuple(kind for s in state["signals"] for kind in generic_kinds(s["text"], rules))
     if entry.healthy:
         errors = any(s["severity"] == "error" for s in state["signals"])
         right = data["verdict"] != "stalled" and not errors
     else:
         # Nothing open: the place expected next (core/order.py) names where it hangs.
         between = engine.between()
-        nexts = {qualified(r.id, rules) for r in between.before} if between else set()
-        right = (phase in entry.phases or step in entry.phases or placed in entry.phases
-                 or any(s in entry.signals for s in signals) or bool(nexts & entry.phases))
+        named = [rules.phase(i) for i in (state["phase"], state.get("step"), state["place"])
+                 if i is not None] + list(between.before if between else ())
+        right = (bool(places(named, rules) & entry.phases)
+                 or any(s in entry.signals for s in signals))
     return Outcome(entry, right, phase or placed, step, signals, data["verdict"],
                    data["between"])
 

@@ -31,8 +31,8 @@ signals:
     severity: fatal
 """)
     assert messages == [
-        "mine.yaml:5: rule a: unknown key 'colour' in phases (known: advice, done, id, nests, "
-        "parent, stall_after, start, title)",
+        "mine.yaml:5: rule a: unknown key 'colour' in phases (known: advice, done, id, kind, "
+        "nests, parent, stall_after, start, title)",
         "mine.yaml:4: rule a: bad regex in `start`: missing ) at position 4: 'foo('",
         "mine.yaml:6: rule a: duplicate id 'a' (first at line 3)",
         "mine.yaml:8: rule a: bad duration in `stall_after`: not a duration: 'soon' "
@@ -250,3 +250,24 @@ stacks:
 def test_stacks_that_is_not_a_list_names_its_line():
     assert errors_of("pack: mine\nstacks: {id: a}\n") == [
         "mine.yaml:2: `stacks` must be a list of rules (id, match, label, phase)"]
+
+
+def test_a_phase_declares_its_kind_of_place_and_a_wrong_kind_is_named_with_its_line():
+    pack = load_pack_text("""\
+pack: mine
+phases:
+  - id: warm
+    kind: build
+    start: 'warming up'
+""", "mine.yaml")
+    assert pack.phases[0].kind == "build"
+    with pytest.raises(ConfigErrors) as caught:
+        load_pack_text("""\
+pack: mine
+phases:
+  - id: warm
+    kind: warming
+    start: 'warming up'
+""", "mine.yaml")
+    assert "mine.yaml:4: rule warm: `kind` must be one of resource_wait, data_load" in \
+        str(caught.value)
