@@ -53,9 +53,11 @@ REPO = Path(__file__).resolve().parent.parent
 # 88 % packs on, 83 % left out over 225 hangs.
 # Round 7 added 25 held-out hangs, 14 named at first sight (18 by today's harness, which
 # counts a pack's NCCL watchdog signal as the generic timeout its line is, and a pack's phase
-# as its kind of place): 88 % packs on, 83 % left out over 250 hangs.
-PACKS_ON_FLOOR = 88.0
-LEAVE_ONE_OUT_FLOOR = 83.0
+# as its kind of place): 88 % packs on, 83 % left out over 250 hangs. After the code it led
+# to (a diverged loss is a metrics line, weight files are a model load, Python's line heads
+# behind a launcher's rank prefix) and vLLM's NCCL communicator step: 90 % and 84.8 %.
+PACKS_ON_FLOOR = 90.0
+LEAVE_ONE_OUT_FLOOR = 84.0
 
 
 @functools.cache

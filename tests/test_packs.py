@@ -134,6 +134,19 @@ def test_every_builtin_phase_is_a_kind_of_place_and_a_generic_phase_its_own():
                 assert phase.id == f"generic:{phase.kind}"
 
 
+def test_pythons_own_line_heads_are_read_behind_a_launchers_rank_prefix():
+    rules = load_rule_set()
+    for line, signal in (("Thread 0x00007f13c65f5400 (most recent call first):",
+                          "python_faulthandler_dump"),
+                         ("KeyboardInterrupt", "python_keyboard_interrupt"),
+                         ("MemoryError", "python_memory_error")):
+        for prefix in ("", "[rank0]:", "[default3]:", "(RayTrainWorker pid=12, ip=10.0.0.2) "):
+            found = rules.match(prefix + line)
+            assert found is not None and signal in {s.id for s in found.signals}, prefix + line
+    quoted = rules.match("see MemoryError above")  # not at the line's head
+    assert quoted is None or "python_memory_error" not in {s.id for s in quoted.signals}
+
+
 def test_no_pattern_matches_an_empty_line_or_starts_with_dot_star():
     for pack in packs().values():
         for kind, rule_id, pattern in patterns(pack):

@@ -54,7 +54,7 @@ ANNOUNCED_WITHIN = 3
 # A line of training metrics (`{'loss': 0.0138, 'learning_rate': ...}`, `loss=2.31`): the
 # job was in its training loop, or its evaluation when the loss is an eval/validation one.
 METRICS = regex.compile(r"(?i)(?<![\w/])(?:(?P<eval>eval|val|valid|validation|test)[_/ ])?"
-                        r"loss['\"]?\s*[:=]\s*-?\d")
+                        r"loss['\"]?\s*[:=]\s*(?:-?\d|nan\b|inf\b)")  # a diverged loss too
 
 # What a bar's or counter's own words say it counts, by the generic layer's phase ids: a
 # stop line after `Tokenizing: 45%|` or `Validation 3/50` belongs to that loop even where no
@@ -105,7 +105,8 @@ ANNOUNCED_WORDS: tuple[tuple[str, regex.Pattern[str]], ...] = tuple(
                              r"|rendezvous|communicators?|world[ _]size|ddp)\b"),
         ("build", r"\b(?:compil\w*|jit|extensions?|kernels?|cuda ?graphs?)\b"),
         ("data_load", r"\b(?:datasets?|data ?loaders?|splits?|corpus|index\w*)\b"),
-        ("model_load", r"\b(?:models?|engines?|weights|checkpoints?|pretrained)\b"),
+        ("model_load", r"\b(?:models?|engines?|weights|checkpoints?|ckpt|pretrained)\b"
+                       r"|\.(?:pt|pth|bin|safetensors|ckpt|h5)\b"),
     )) + BAR_WORDS
 # An announcement's words end where its details start (`Initializing an LLM engine with
 # config: model=..., download_dir=...`): the values after it name other things.

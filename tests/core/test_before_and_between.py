@@ -158,6 +158,8 @@ def test_a_bare_bar_after_training_metrics_is_the_training_loop_and_an_eval_loss
     assert "1128/3384" in train["context"]
     evaluating = fed(["step 40 eval_loss=2.31 eval_acc=0.4"]).state()
     assert evaluating["place"] == "generic:evaluation"
+    diverged = fed(["{'eval_loss': nan, 'eval_runtime': 543.3, 'epoch': 0.0}"]).state()
+    assert diverged["place"] == "generic:evaluation"  # a diverged loss is still a loss
 
 
 def test_dates_and_channel_numbers_are_no_counter_at_the_silence():
@@ -207,6 +209,7 @@ def test_a_last_line_announcing_an_action_names_the_silence_by_its_words():
         "Loading VLM prism-7b from Checkpoint; Freezing": "generic:model_load",
         "Compiling the fused kernels...": "generic:build",
         "INFO [train.py:1100] (2/3) Computing validation loss": "generic:evaluation",
+        "start loading /root/ckpt/opt_66b/14-restored.pt...": "generic:model_load",
     }
     for line, phase in cases.items():
         place = silence_of(["setup", line, "[warn] 1 more process has sent help message"])
