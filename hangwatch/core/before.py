@@ -49,6 +49,11 @@ BAR = regex.compile(r"\d{1,3}%\s*\||\|\s*\d+/\d+\s*\["
                     r"|\b\d+/\d+ \[[=>.]{8,}\]"
                     r"|\[[#=>.\-\u2588 ]{8,}\]\s*(?:\d{1,3}(?:\.\d+)?%|\d+/\d+)")
 NAMED_COUNTER = regex.compile(r"(?i)\b(?:epoch|step|iter(?:ation)?|batch)\s*[:=#]?\s*\[?\d+")
+# A launcher's or provisioning script's own progress (`Step 12/12: Running health checks`) is
+# no loop of the job's: a step N/M, a colon, a verb in -ing and more words or nothing (the
+# generic layer's step counter leaves the same lines out).
+LAUNCHER_STEP = regex.compile(r"(?i)\bstep\s*\d+\s*(?:/|of)\s*\d+\s*:\s*[a-z]*ing"
+                              r"(?:\s+[a-z]|\s*\.|\s*$)")
 # A bar with no words takes its loop from a line this close before it that names one.
 ANNOUNCED_WITHIN = 3
 # A line of training metrics (`{'loss': 0.0138, 'learning_rate': ...}`, `loss=2.31`): the
@@ -162,7 +167,7 @@ def place_before(lines: Sequence[str], stop: str,
             found = counter or (text, back)
             return Place(rules[0], text.strip(), found[1],
                          counter[0].strip() if counter else "", by_start=True)
-        if counter is None and COUNTER.search(text):
+        if counter is None and COUNTER.search(text) and not LAUNCHER_STEP.search(text):
             counter = (text, back)
     if counter is not None:
         return Place(_counted(counter[0], generic), counter[0].strip(), counter[1])
@@ -235,7 +240,7 @@ def _progress(text: str, back: int, bar: regex.Match[str] | None,
     if bar is not None:
         return text, back, _counted(text[:bar.start()], generic)
     counter = NAMED_COUNTER.search(text)
-    if counter is None:
+    if counter is None or LAUNCHER_STEP.search(text):
         return None
     # Its own words run up to the first detail after its number (`Iteration 0, Testing net
     # (#0)`); the metrics past that (`Speed: 24 samples/sec`, `fcn_valid=0.27`) say nothing

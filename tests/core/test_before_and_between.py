@@ -168,6 +168,17 @@ def test_dates_and_channel_numbers_are_no_counter_at_the_silence():
     assert state["place"] is None and state["context"] == ""
 
 
+def test_a_launchers_own_step_is_no_counter_and_a_training_step_still_is():
+    launcher = fed(["Launching cluster", "Step 12/12: Running health checks"]).state()
+    assert launcher["place"] is None and launcher["context"] == ""
+    stop = "Step 4/4: Waiting for nodes... timed out"
+    assert place_before(["Step 3/4: Installing packages."], stop, lambda _: ()) is None
+    counted = fed(["model ready", "step 12 | 1.21 s/it"]).state()
+    assert counted["place"] == "generic:train_loop"
+    assert fed(["model ready", "Step 12/100: loss=2.314"]).state()["phase"] == \
+        "generic:train_loop"
+
+
 def test_a_bar_of_the_phase_completed_last_leaves_the_place_to_what_is_between():
     rules = RuleSet([*load_rule_set().packs, load_pack_text(PACK, "boot.yaml")])
     state = fed(["fetching env", "Tokenizing: 45%|####5 | 450/1000 [00:01<00:01]",

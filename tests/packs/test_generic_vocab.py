@@ -48,12 +48,19 @@ NAMED = [
     ("srun: job 12345 queued and waiting for resources", "resource_wait"),
     ("0/4 nodes are available: 4 Insufficient nvidia.com/gpu.", "resource_wait"),
     ("Destroying process group", "shutdown"),
+    # a training step counter, whatever follows its colon
+    ("Step 12/100: loss=2.3140 lr=3.0e-04", "train_loop"),
+    ("Step 12/100: train acc 0.91", "train_loop"),
 ]
 NOT_THERE = [
     # Megatron's model-parallel groups are process groups, not a model being built
     ("> initializing model parallel with size 2", "model_load"),
     ("Distributed environment: NO", "distributed_init"),  # accelerate on one process
     ("step 10 | eval_loss: 2.31", "train_loop"),  # an evaluation's loss
+    # a launcher's or provisioning script's own progress, not a training step
+    ("Step 12/12: Running health checks", "train_loop"),
+    ("Step 3/7: Provisioning instances", "train_loop"),
+    ("Step 2/5: Installing...", "train_loop"),
 ]
 
 
