@@ -8,8 +8,11 @@ import functools
 
 import pytest
 
+from hangwatch.core.databases import compile_database
+from hangwatch.core.prefilter import _entries
 from hangwatch.core.rules import RuleSet
-from hangwatch.packs.load import load_builtin_packs
+from hangwatch.core.translate import line_forms
+from hangwatch.packs.load import load_builtin_packs, load_rule_set
 
 NAMED = [
     # distributed init: TensorFlow, JAX, DeepSpeed, accelerate, c10d, torchelastic (NCCL's own
@@ -82,3 +85,17 @@ def test_the_generic_layer_names_the_place_frameworks_print(line: str, phase: st
 @pytest.mark.parametrize(("line", "phase"), NOT_THERE)
 def test_lines_that_only_look_like_a_place_are_not_named_so(line: str, phase: str):
     assert f"generic:{phase}" not in starts(line)
+
+
+def test_every_built_in_pattern_fits_hyperscan_in_both_forms():
+    # A phase's alternatives are one pattern; past Hyperscan's length limit (16000 bytes,
+    # a caseless letter counting several times in the loose form) the prefilter falls back
+    # to trying each pattern alone and matching that one on every line: once it made the
+    # engine fifteen times slower with every test still passing.
+    pytest.importorskip("hyperscan")
+    for form in ("strict", "loose"):
+        patterns = {f"{rule.id} {kind}": getattr(line_forms(pattern), form)
+                    for kind, rule, pattern in _entries(load_rule_set())}
+        if compile_database(list(patterns.values())) is None:
+            refused = [i for i, p in patterns.items() if compile_database([p]) is None]
+            pytest.fail(f"Hyperscan refuses the {form} form of {refused}")
