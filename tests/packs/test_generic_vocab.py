@@ -51,9 +51,29 @@ NAMED = [
     ("srun: job 12345 queued and waiting for resources", "resource_wait"),
     ("0/4 nodes are available: 4 Insufficient nvidia.com/gpu.", "resource_wait"),
     ("Destroying process group", "shutdown"),
-    # a training step counter, whatever follows its colon
+    # torchtitan, Megatron-LM, OpenRLHF: the loop begins; a real step counter still counts
+    ("[rank0]:[titan] 2025-03-01 10:00:00,000 - root - INFO - Training starts at step 1.",
+     "train_loop"),
+    ("[before the start of training step] datetime: 2024-04-04 09:09:27", "train_loop"),
+    ("Episode [1/10]:  30%|###       | 3/10 [01:02<02:25, 20.70s/it]", "train_loop"),
     ("Step 12/100: loss=2.3140 lr=3.0e-04", "train_loop"),
     ("Step 12/100: train acc 0.91", "train_loop"),
+    # OpenRLHF's evaluations
+    ("Starting async evaluation...", "evaluation"),
+    ("\u23f0 Evaluation start time: 2025-03-01 10:00:00", "evaluation"),
+    ("Eval stage of steps 200:  40%|####      | 4/10 [00:04<00:06,  1.01s/it]", "evaluation"),
+    # torchtitan's mesh, TensorFlow's workers and TPU
+    ("Building device mesh with parallelism: pp=1, dp_replicate=1, dp_shard=8, cp=1, tp=1, "
+     "ep=1", "distributed_init"),
+    ("INFO:tensorflow:Initializing the TPU system: grpc://10.0.0.2:8470", "distributed_init"),
+    # SGLang's DeepGEMM kernels, Megatron's dataset index, torchtitan's last barrier
+    ("Entering DeepGEMM JIT Pre-Compile session. It may take a long time (typically 10-20 "
+     "mins) if you have not run `sglang.compile_deep_gemm`.", "build"),
+    ("DeepGEMM JIT Compiling for <gemm_fp8_fp8_bf16_nt> M=128, N=7168, K=2048. Please wait.",
+     "build"),
+    ("\tBuild and save the document index to 3c1f2a-GPTDataset-train-document_index.npy",
+     "data_load"),
+    ("[rank0]:Sleeping 2 seconds for other ranks to complete", "shutdown"),
 ]
 NOT_THERE = [
     # Megatron's model-parallel groups are process groups, not a model being built
@@ -64,6 +84,13 @@ NOT_THERE = [
     ("Step 12/12: Running health checks", "train_loop"),
     ("Step 3/7: Provisioning instances", "train_loop"),
     ("Step 2/5: Installing...", "train_loop"),
+    ("Training completed", "train_loop"),
+    ("Evaluation completed in 0:01:02, global_step 10", "evaluation"),
+    ("Built device mesh in 0.21 seconds", "distributed_init"),
+    ("INFO:tensorflow:Finished initializing TPU system.", "distributed_init"),
+    ("Loaded JIT-compiled kernels from the cache", "build"),
+    ("Document index size: 1000000", "data_load"),
+    ("Waiting for other ranks to reach the barrier", "shutdown"),
 ]
 
 
