@@ -66,6 +66,13 @@ NAMED = [
     ("Building device mesh with parallelism: pp=1, dp_replicate=1, dp_shard=8, cp=1, tp=1, "
      "ep=1", "distributed_init"),
     ("INFO:tensorflow:Initializing the TPU system: grpc://10.0.0.2:8470", "distributed_init"),
+    # Slurm's busy nodes, SkyPilot's runtime set-up
+    ("srun: Job 205912 step creation temporarily disabled, retrying (Requested nodes are busy)",
+     "resource_wait"),
+    ("srun: Job 205912 step creation still disabled, retrying (Requested nodes are busy)",
+     "resource_wait"),
+    ("Preparing SkyPilot runtime (2/3 - dependencies)  View logs: sky logs --provision "
+     "my-cluster", "resource_wait"),
     # SGLang's DeepGEMM kernels, Megatron's dataset index, torchtitan's last barrier
     ("Entering DeepGEMM JIT Pre-Compile session. It may take a long time (typically 10-20 "
      "mins) if you have not run `sglang.compile_deep_gemm`.", "build"),
@@ -88,9 +95,26 @@ NOT_THERE = [
     ("Evaluation completed in 0:01:02, global_step 10", "evaluation"),
     ("Built device mesh in 0.21 seconds", "distributed_init"),
     ("INFO:tensorflow:Finished initializing TPU system.", "distributed_init"),
+    ("srun: Step created for job 205912", "resource_wait"),
     ("Loaded JIT-compiled kernels from the cache", "build"),
     ("Document index size: 1000000", "data_load"),
     ("Waiting for other ranks to reach the barrier", "shutdown"),
+]
+# Signals, as the launcher prints them, and lines that only look like one.
+SIGNALED = [
+    ("slurmstepd: error: *** STEP 1234.0 ON node01 CANCELLED AT 2024-05-01T10:00:00 DUE TO "
+     "TIME LIMIT ***", "timeout"),
+    ("slurmstepd: error: *** JOB 1234 ON node01 CANCELLED AT 2024-05-01T10:00:00 DUE TO NODE "
+     "FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***", "missing_peer"),
+    ("PRTE has lost communication with a remote daemon.", "missing_peer"),
+    ("ORTE has lost communication with a remote daemon.", "missing_peer"),
+    ("I tensorflow/core/distributed_runtime/master.cc:221] CreateSession still waiting for "
+     "response from worker: /job:worker/replica:0/task:3", "missing_peer"),
+]
+NOT_SIGNALED = [
+    ("#SBATCH --time=02:00:00  # time limit of the job", "timeout"),
+    ("PRTE daemon on node02 reported in", "missing_peer"),
+    ("Received response from worker: /job:worker/replica:0/task:3", "missing_peer"),
 ]
 
 
@@ -112,6 +136,21 @@ def test_the_generic_layer_names_the_place_frameworks_print(line: str, phase: st
 @pytest.mark.parametrize(("line", "phase"), NOT_THERE)
 def test_lines_that_only_look_like_a_place_are_not_named_so(line: str, phase: str):
     assert f"generic:{phase}" not in starts(line)
+
+
+def signals(line: str) -> list[str]:
+    found = generic().match(line)
+    return [r.id for r in found.signals] if found is not None else []
+
+
+@pytest.mark.parametrize(("line", "signal"), SIGNALED)
+def test_the_generic_layer_names_what_launchers_report(line: str, signal: str):
+    assert f"generic:{signal}" in signals(line)
+
+
+@pytest.mark.parametrize(("line", "signal"), NOT_SIGNALED)
+def test_lines_that_only_look_like_a_signal_are_not_named_so(line: str, signal: str):
+    assert f"generic:{signal}" not in signals(line)
 
 
 def test_every_built_in_pattern_fits_hyperscan_in_both_forms():
