@@ -81,6 +81,7 @@ NAMED = [
     ("\tBuild and save the document index to 3c1f2a-GPTDataset-train-document_index.npy",
      "data_load"),
     ("[rank0]:Sleeping 2 seconds for other ranks to complete", "shutdown"),
+    ("srun: Job step aborted: Waiting up to 32 seconds for job step to finish.", "shutdown"),
 ]
 NOT_THERE = [
     # Megatron's model-parallel groups are process groups, not a model being built
@@ -99,6 +100,8 @@ NOT_THERE = [
     ("Loaded JIT-compiled kernels from the cache", "build"),
     ("Document index size: 1000000", "data_load"),
     ("Waiting for other ranks to reach the barrier", "shutdown"),
+    ("srun: error: Unable to create step for job 1234: Job/step already completing or "
+     "completed", "shutdown"),
 ]
 # Signals, as the launcher prints them, and lines that only look like one.
 SIGNALED = [
@@ -110,11 +113,17 @@ SIGNALED = [
     ("ORTE has lost communication with a remote daemon.", "missing_peer"),
     ("I tensorflow/core/distributed_runtime/master.cc:221] CreateSession still waiting for "
      "response from worker: /job:worker/replica:0/task:3", "missing_peer"),
+    ("At least one pair of MPI processes are unable to reach each other for", "missing_peer"),
+    ("An MPI communication peer process has unexpectedly disconnected.  This", "missing_peer"),
+    ("WARNING: Open MPI failed to TCP connect to a peer MPI process.  This", "connection_error"),
+    ("WARNING: Open MPI failed to handshake with a connecting peer MPI", "connection_error"),
 ]
 NOT_SIGNALED = [
     ("#SBATCH --time=02:00:00  # time limit of the job", "timeout"),
     ("PRTE daemon on node02 reported in", "missing_peer"),
     ("Received response from worker: /job:worker/replica:0/task:3", "missing_peer"),
+    ("btl_tcp: peer 10.0.0.2 reconnected after 2 retries", "missing_peer"),
+    ("WARNING: Open MPI failed to load the openib BTL", "connection_error"),
 ]
 
 
