@@ -42,6 +42,8 @@ NAMED = [
     ("Step 100 | loss: 2.31 | lr: 3e-4", "train_loop"),
     # evaluation, checkpoints, builds, data, resources, shutdown
     ("Start inference on 500 batches", "evaluation"),
+    ("[>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>] 458/458, 0.5 task/s, elapsed: 962s, ETA:     0s",
+     "evaluation"),
     ("***** Running Evaluation *****", "evaluation"),
     ("Saving model checkpoint to output/checkpoint-500", "checkpoint_save"),
     ("Emitting ninja build file /root/.cache/torch_extensions/py310_cu118/fused_adam/"
