@@ -90,7 +90,6 @@ ANNOUNCE = regex.compile(
     # or at the end: an ellipsis, or `start`/`begins` after what starts (`Timer actor_train
     # start`, `train_step begins...`)
     r"|(?:\b(?:start(?:s|ed|ing)?|begins?)\b[\s*]*(?:\.\.\.|\u2026)?|\.\.\.|\u2026)[\s*.]*$")
-DONE = regex.compile(r"(?i)\b(?:done|finished|completed?|took \d|succeeded)\b")
 # A line saying an action finished (`CheckpointManager::save_all call done`, `Model saved`):
 # with nothing after it, the job hangs in what comes next (core/order.py), as after a phase
 # a rule saw complete. Its words before the verb say which action.
@@ -121,7 +120,6 @@ DETAILS = regex.compile(r"[:=({\[]")
 
 @dataclass(frozen=True)
 class Place:
-
     """Where a stop line belongs: `phase` (a rule) and/or a progress bar or counter, at
     `back` lines before it."""
 
@@ -200,7 +198,7 @@ def place_at_silence(lines: Sequence[str], starts: Callable[[str], Sequence[Phas
             recent = _recent(text, back, generic)
             if recent is not None:
                 return recent
-            finished = DONE.search(text) is not None
+            finished = FINISHED.search(text) is not None
         metrics = METRICS.search(text)
         if metrics is not None:
             phase = generic("evaluation" if metrics["eval"] else "train_loop")
