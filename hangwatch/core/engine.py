@@ -563,8 +563,7 @@ class Engine:
         source = self._last_fed
         if self.tracker.current is not None or self._place is not None or source is None:
             return None
-        ended = max((e.end_line for e in self.tracker.timeline[-8:]
-                     if e.source == source and e.end_line is not None), default=0)
+        ended = self._ended(source)
         key = (source, self.lines.get(source, 0), ended)
         if self._silence is not None and self._silence[0] == key:
             return self._silence[1]
@@ -578,6 +577,11 @@ class Engine:
             place = None  # a phase read already, or a bar of the phase completed last
         self._silence = (key, place)
         return place
+
+    def _ended(self, source: str) -> int:
+        """The line of `source` where the newest phase completed there ended; 0 for none."""
+        return max((e.end_line for e in self.tracker.timeline[-8:]
+                    if e.source == source and e.end_line is not None), default=0)
 
     def last_line(self) -> tuple[str, int, str] | None:
         """The newest line read (source, number, text): what a verdict naming no phase
@@ -618,8 +622,14 @@ class Engine:
         if self.tracker.current is not None:
             return None
         silence = self.silence()
-        last = (silence.phase if silence is not None and silence.finished
-                else self.tracker.last_completed)
+        if silence is not None and silence.finished:
+            last = silence.phase
+        else:
+            last = self.tracker.last_completed
+            done = next((e for e in reversed(self.tracker.timeline) if e.end_line), None)
+            if done is not None and done.end_line is not None and \
+                    self.lines.get(done.source, 0) - done.end_line > BEFORE_LINES:
+                return None  # lines since that no rule names: the job went on past it
         if last is None:
             return None
         if last.id not in self._between:

@@ -424,3 +424,15 @@ phases:
     assert e.state()["kind"] == "data_load"
     e.feed_line("log", "shards pulled")
     assert e.state()["kind"] is None and e.state()["between"].startswith("after Pulling shards")
+
+
+def test_many_lines_no_rule_names_after_the_last_phase_leave_nothing_between():
+    rules = RuleSet([*load_rule_set().packs, load_pack_text(PACK, "boot.yaml")])
+    e = engine(rules)
+    e.feed_line("log", "fetching env")
+    e.feed_line("log", "env ready")
+    for i in range(BEFORE_LINES):
+        e.feed_line("log", f"user output {i}")
+    assert e.state()["between"].startswith("after Fetching the environment")
+    e.feed_line("log", "one line more")  # the job went on past it: the guess is stale
+    assert e.state()["between"] == ""
