@@ -47,7 +47,9 @@ BAR = regex.compile(r"\d{1,3}%\s*\||\|\s*\d+/\d+\s*\["
                     # Keras's `12/50 [=====>....]`, Chainer's `[####....] 54.35%`, click's
                     # `[###-]  5028/5029`: a bracket of fill, then or after it a count.
                     r"|\b\d+/\d+ \[[=>.]{8,}\]"
-                    r"|\[[#=>.\-\u2588 ]{8,}\]\s*(?:\d{1,3}(?:\.\d+)?%|\d+/\d+)")
+                    r"|\[[#=>.\-\u2588 ]{8,}\]\s*(?:\d{1,3}(?:\.\d+)?%|\d+/\d+)"
+                    # rich's and Ultralytics' line of box glyphs: `95% ━━━━━━━━━━─ 41/43`
+                    r"|\d{1,3}%\s*[\u2501\u2500\u2578\u257a]{5,}\s*\d+/\d+")
 NAMED_COUNTER = regex.compile(r"(?i)\b(?:epoch|step|iter(?:ation)?|batch)\s*[:=#]?\s*\[?\d+")
 # A launcher's or provisioning script's own progress (`Step 12/12: Running health checks`) is
 # no loop of the job's: a step N/M, a colon, a verb in -ing and more words or nothing (the

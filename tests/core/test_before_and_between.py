@@ -259,7 +259,7 @@ def test_an_announcements_words_end_where_its_details_start():
     assert header.phase.id == "generic:train_loop"  # not the logger's file name
 
 
-def test_bracket_bars_of_keras_chainer_and_click_are_bars_named_by_their_words():
+def test_bracket_and_glyph_bars_of_keras_chainer_click_and_rich_are_bars_named_by_words():
     cases = [
         (["this epoch [###########################.......................] 54.35%",
           "       300 iter, 0 epoch / 15 epochs",
@@ -269,6 +269,9 @@ def test_bracket_bars_of_keras_chainer_and_click_are_bars_named_by_their_words()
          "generic:train_loop", "120/500 [====="),
         (["Indexing shards  [###################################-]  5028/5029  00:00:15"],
          "generic:data_load", "Indexing shards"),
+        (["      1/200      23G      1.663     0.9309         40       1600: 95% "
+          "\u2501\u2501\u2501\u2501\u2501\u2501\u2501\u2501\u2500 41/43 2.7it/s 15.5s<0.7s"],
+         "generic:train_loop", "1/200"),  # Ultralytics' bar of box glyphs, no words: the loop
     ]
     for lines, phase, shown in cases:
         place = silence_of(lines)
@@ -348,6 +351,20 @@ def test_a_stack_printed_at_the_end_names_where_the_job_was_by_its_innermost_kno
     assert data["phase"] == "generic:train_loop" and data["place"] is None  # one is open
     assert fed(["rank 0 quiet", *FAULTHANDLER]).state()["place"] == "generic:data_load"
     assert fed(PY_SPY).state()["place"] == "generic:model_load"
+
+
+def test_a_stack_whose_only_known_frame_is_the_training_scripts_is_the_training_loop():
+    dump = ['Thread 1 (idle): "MainThread"',
+            "    _run_local (experiments/moe/train.py:585)",
+            "    <module> (_callable_runner.py:40)"]
+    state = fed(["rank 0 quiet", *dump]).state()
+    assert state["place"] == "generic:train_loop"
+    assert "the training script" not in state["context"] or "train.py" in state["context"]
+    inner = ['Thread 1 (idle): "MainThread"',
+             "    barrier (torch/distributed/distributed_c10d.py:3439)",
+             "    main (train.py:22)"]
+    assert fed(["rank 0 quiet", *inner]).state()["context"].startswith(
+        "where it went quiet: collective, ")  # an inner frame a rule knows names it
 
 
 def test_a_dump_waiting_on_torchs_extension_lock_is_a_build():

@@ -84,6 +84,8 @@ NAMED = [
      "data_load"),
     ("[rank0]:Sleeping 2 seconds for other ranks to complete", "shutdown"),
     ("srun: Job step aborted: Waiting up to 32 seconds for job step to finish.", "shutdown"),
+    ("wandb: Run summary:", "shutdown"),
+    ("INFO:fairseq_cli.train:done training in 117.2 seconds", "shutdown"),
 ]
 NOT_THERE = [
     # Megatron's model-parallel groups are process groups, not a model being built
@@ -102,6 +104,7 @@ NOT_THERE = [
     ("Loaded JIT-compiled kernels from the cache", "build"),
     ("Document index size: 1000000", "data_load"),
     ("Waiting for other ranks to reach the barrier", "shutdown"),
+    ("wandb: Run data is saved locally in /w/wandb/run-20240101", "shutdown"),
     ("srun: error: Unable to create step for job 1234: Job/step already completing or "
      "completed", "shutdown"),
 ]
