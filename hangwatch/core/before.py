@@ -31,7 +31,10 @@ TEXT_CHARS = 160
 STOP = regex.compile(
     r"(?i)\btime ?out\b|\btimed out\b|\w*Timeout(?:Error|Exception)?\b|\bdeadline exceeded\b"
     r"|\bwatchdog\b|\bheartbeat\b|\babort(?:ed|ing|s)?\b|\bSIGABRT\b|\bstall(?:ed|ing)?\b"
-    r"|\bstuck\b")
+    r"|\bstuck\b"
+    # the job stopped from outside, most often by a user who found it hung: a launcher passing
+    # Ctrl-C or a kill on to its workers (a Ctrl-C traceback's own stack says more: stacks)
+    r"|\bclosing signal\b|\bSIG(?:INT|TERM)\b")
 # A progress bar or a counter: where a loop was, even when no rule names the loop.
 COUNTER = regex.compile(
     r"\d{1,3}%\s*\||\|\s*\d+/\d+\s*\[|\b\d+\s*/\s*\d+\b"
@@ -157,16 +160,22 @@ def place_before(lines: Sequence[str], stop: str,
     `generic` the generic layer's phase by its id, for what a bar's own words name."""
     stop_stamp = parse_stamp(stop)
     counter: tuple[str, int] | None = None
+    said = 0  # lines read that are no stop line
     for back, text in enumerate(reversed(lines[-BEFORE_LINES:]), start=1):
         if _too_old(text, stop_stamp):
             break
         if is_stop(text):
             continue  # the same spew from other ranks, or its traceback
+        said += 1
         rules = starts(text)
         if rules:
             found = counter or (text, back)
             return Place(rules[0], text.strip(), found[1],
                          counter[0].strip() if counter else "", by_start=True)
+        if counter is None and said <= ANNOUNCE_LINES:
+            announced = _announced(text, generic)  # `Starting trainer...`, then Ctrl-C
+            if announced is not None:
+                return Place(announced, text.strip(), back)
         if counter is None and COUNTER.search(text) and not LAUNCHER_STEP.search(text):
             counter = (text, back)
     if counter is not None:

@@ -61,6 +61,16 @@ def test_a_progress_bar_after_the_phase_line_is_the_place_shown():
     assert place.counter.startswith("45%") and place.back == 2
 
 
+def test_a_line_announcing_an_action_just_before_a_stop_line_is_its_place():
+    rules = load_rule_set()
+    stop = ("torch.distributed.elastic.multiprocessing.api: [WARNING] Sending process 1486799 "
+            "closing signal SIGINT")  # the launcher passing on a user's Ctrl-C
+    place = place_before(["[RANK:0] Starting batch_runner...", "", "", stop], stop,
+                         lambda _text: (), lambda phase_id: rules.phase(f"generic:{phase_id}"))
+    assert place is not None and place.phase is not None
+    assert (place.phase.id, place.back) == ("generic:train_loop", 4)  # the other ranks' too
+
+
 def test_stop_lines_before_a_stop_line_are_passed_over_and_the_window_is_bounded():
     rules = load_rule_set()
     spew = [TIMEOUT.replace("rank0", f"rank{i}") for i in range(5)]
