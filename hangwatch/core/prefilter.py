@@ -387,7 +387,8 @@ class Prefilter:
         def on_match(_pid: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
             ends.add(end)
 
-        db = self.database("rare")
+        # The strict forms are supersets on lines of pure ASCII: most blocks are.
+        db = self.database("rare-ascii" if data.isascii() else "rare")
         if db:
             db.scan(memoryview(data)[low:], match_event_handler=on_match)
         found: list[tuple[int, int]] = []
@@ -459,8 +460,10 @@ class Prefilter:
                 forms = {pid: self._loose_forms[pid] for pid in self._first_pids}
                 db = compilable(forms, self._relaxed, store, single=name == "first")[2]
                 db = db or False
-            elif name == "rare" or name.startswith("one:"):
-                db = self._wide(self._rare_pids if name == "rare" else [int(name[4:])])
+            elif name in ("rare", "rare-ascii"):
+                db = self._narrow(name == "rare-ascii")
+            elif name.startswith("one:"):
+                db = self._wide([int(name[4:])])
             else:  # "loose" (each pattern once a scan, for one line) or "loose-all"
                 _, _, db = compilable(dict(enumerate(self._loose_forms)), self._relaxed,
                                        store, single=name == "loose")
@@ -479,6 +482,22 @@ class Prefilter:
 
     def _relaxed(self, pid: int) -> str:
         return line_forms(self._patterns[pid], anchors=False).loose
+
+    def _narrow(self, ascii_only: bool) -> Any:
+        """The rare database: the narrow forms of the rare rules (`core/translate.py`), which
+        hit every line they hit; for blocks of pure ASCII the strict ones, else the loose
+        ones. Those Hyperscan refuses take their wide forms."""
+        pids = self._rare_pids
+        if not pids:
+            return False
+
+        def narrow(pid: int, anchors: bool = True) -> str:
+            forms = line_forms(self._patterns[pid], anchors=anchors)
+            return forms.narrow_strict if ascii_only else forms.narrow_loose
+
+        db = compilable({pid: narrow(pid) for pid in pids},
+                        lambda pid: narrow(pid, anchors=False), self._store)[2]
+        return db or self._wide(pids)
 
     def _confirm(self, text: str, mask: int, strict: bool) -> LineMatch | None:
         plan = self.plan(mask, strict)
