@@ -636,8 +636,11 @@ class Engine:
     def _repeats_only(self, starts: tuple[PhaseRule, ...]) -> bool:
         """Would these STARTs change nothing (PhaseTracker.repeats_only)? A generic one that
         does not nest, inside a pack's phase, changes nothing either."""
-        return self.tracker.repeats_only(tuple(
-            r for r in starts if r.nests or not self._inside_pack_phase(r)))
+        for rule in starts:
+            if rule.origin.generic and not rule.nests:  # rare: most STARTs are a pack's
+                return self.tracker.repeats_only(tuple(
+                    r for r in starts if r.nests or not self._inside_pack_phase(r)))
+        return self.tracker.repeats_only(starts)
 
     def _marker(self) -> str | None:
         """The line that opened the step or phase in progress: what chose its name."""
