@@ -78,7 +78,9 @@ class Prefilter:
 
     def __init__(self, rules: RuleSet, entries: Sequence[Entry], strict: Any,
                  noise: dict[int, str], loose: Sequence[str], status: str,
-                 store: DatabaseStore | None = None) -> None:
+                 store: DatabaseStore | None = None,
+                 narrow: Sequence[tuple[str, str]] = ()) -> None:
+        """`narrow`: each pattern's narrow forms, strict and loose (`core/translate.py`)."""
         self.rules = rules
         self._store = store
         self.status = status
@@ -88,6 +90,7 @@ class Prefilter:
         self._noise_forms = list(noise.values())  # exact noise rules, one line at a time
         self.noise_pids = list(noise)
         self._loose_forms = list(loose)  # every pattern, for lines with other bytes
+        self._narrow_forms = list(narrow)
         self._patterns = [e.pattern.pattern for e in entries]
         self._lazy: dict[str, Any] = {}  # databases compiled when first needed
         self._plans: dict[tuple[int, bool], _Plan] = {}
@@ -185,15 +188,9 @@ class Prefilter:
                 pos, size, close = high, STRETCH_WINDOW, 0
                 continue
             high = end if end - pos <= size else data.index(b"\n", pos + size - 1) + 1
-            firsts = hits.firsts(pos, high)
-            stops = [self._first_kept(data, entry, at, high, repeats_only)
-                     if entry.rule.origin.generic else at
-                     for pid, at in firsts.items() if pid not in self._kept
-                     and not repeats_only((entry := self.entries[pid]).rule)]
-            stop = min((at for at in stops if at is not None), default=None)
+            stop, kept = hits.stop(pos, high, repeats_only)
             cut = high if stop is None else max(pos, data.rfind(b"\n", pos, stop - 1) + 1)
-            spans = tuple(self.entries[pid] for pid, at in sorted(
-                firsts.items(), key=lambda item: item[1]) if pid in self._kept and at <= cut)
+            spans = tuple(self.entries[pid] for pid, at in kept if at <= cut)
             lines += data.count(b"\n", pos, cut)
             if spans:
                 yield Segment(lines, "", Spans(data, pos, cut, spans))
@@ -491,12 +488,12 @@ class Prefilter:
         if not pids:
             return False
 
-        def narrow(pid: int, anchors: bool = True) -> str:
-            forms = line_forms(self._patterns[pid], anchors=anchors)
+        def relaxed(pid: int) -> str:
+            forms = line_forms(self._patterns[pid], anchors=False)
             return forms.narrow_strict if ascii_only else forms.narrow_loose
 
-        db = compilable({pid: narrow(pid) for pid in pids},
-                        lambda pid: narrow(pid, anchors=False), self._store)[2]
+        db = compilable({pid: self._narrow_forms[pid][0 if ascii_only else 1] for pid in pids},
+                        relaxed, self._store)[2]
         return db or self._wide(pids)
 
     def _confirm(self, text: str, mask: int, strict: bool) -> LineMatch | None:
@@ -548,7 +545,7 @@ class Prefilter:
 
 
 class _FirstHits:
-    """`Prefilter._firsts` for the windows of a block's stretches. Windows overlap (each
+    """The first hits of the windows of a block's stretches. Windows overlap (each
     runs past the stop it finds, and the next starts there: twice the bytes of a per-step
     log were scanned, at a state change every 4 KB), so where hits are few, every hit of the
     STARTs and kept progress rules is listed from one scan of the block, a chunk at a time,
@@ -568,16 +565,45 @@ class _FirstHits:
         self._every = prefilter.database("every-first")
         self._dense = not self._every
 
-    def firsts(self, low: int, high: int) -> dict[int, int]:
+    def stop(self, low: int, high: int, repeats_only: Callable[[PhaseRule], bool]
+             ) -> tuple[int | None, list[tuple[int, int]]]:
+        """Where the first START from `low` to `high` that would change something ends its
+        line's scan (the end of its hit; for a generic START, of the first line where it
+        counts: `Prefilter._first_kept`), None if none does; and the kept progress rules
+        hit before it, by their first hit, in its order. Read off the list, the hits are
+        taken in order until one lies past the stop found; else from a scan of the window
+        that reports each pattern once."""
         while not self._dense and self._known < high:
             self._scan()
+        prefilter, data = self._prefilter, self._data
+        entries, kept_pids = prefilter.entries, prefilter._kept
         if high > self._known:
-            return self._prefilter._firsts(self._data, low, high)
-        firsts: dict[int, int] = {}
-        ends, pids = self._ends, self._pids
-        for i in range(bisect.bisect_right(ends, low), bisect.bisect_right(ends, high)):
-            firsts.setdefault(pids[i], ends[i])
-        return firsts
+            hits: Iterable[tuple[int, int]] = sorted(
+                prefilter._firsts(data, low, high).items(), key=lambda item: item[1])
+        else:
+            ends, pids = self._ends, self._pids
+            hits = ((pids[i], ends[i]) for i in range(bisect.bisect_right(ends, low),
+                                                      bisect.bisect_right(ends, high)))
+        best: int | None = None
+        kept: list[tuple[int, int]] = []
+        seen: set[int] = set()
+        for pid, at in hits:
+            if best is not None and at >= best:
+                break  # a stop ends no earlier than its first hit
+            if pid in seen:
+                continue
+            seen.add(pid)
+            if pid in kept_pids:
+                kept.append((pid, at))
+                continue
+            entry = entries[pid]
+            if repeats_only(entry.rule):
+                continue
+            found = (prefilter._first_kept(data, entry, at, high, repeats_only)
+                     if entry.rule.origin.generic else at)
+            if found is not None and (best is None or found < best):
+                best = found
+        return best, kept
 
     def _scan(self) -> None:
         """The hits of the next chunk, listed unless there are too many."""
@@ -719,6 +745,7 @@ def try_build(rules: RuleSet,
     strict: dict[int, str] = {}
     noise: dict[int, str] = {}
     loose: list[str] = []
+    narrow: list[tuple[str, str]] = []
     for kind, rule, pattern in _entries(rules):
         try:
             forms = line_forms(pattern)
@@ -727,6 +754,7 @@ def try_build(rules: RuleSet,
         pid = len(entries)
         entries.append(Entry(pid, kind, rule, regex.compile(pattern), forms.exact))
         loose.append(forms.loose)
+        narrow.append((forms.narrow_strict, forms.narrow_loose))
         # Exact noise rules are told apart line by line, and only when it matters.
         (noise if kind == "noise" and forms.exact else strict)[pid] = forms.strict
     if len(entries) >= 0xFFFF:
@@ -750,7 +778,7 @@ def try_build(rules: RuleSet,
     status = f"hyperscan, {len(entries)} patterns ({exact} exact on ASCII lines)"
     if widened or widened_noise:
         status += f"; {len(widened | widened_noise)} widened where Hyperscan refused them"
-    return Prefilter(rules, entries, db, noise, loose, status, store), status
+    return Prefilter(rules, entries, db, noise, loose, status, store, narrow), status
 
 
 def build_prefilter(rules: RuleSet, store: DatabaseStore | None = None) -> Prefilter | None:
