@@ -36,7 +36,12 @@ from typing import Any
 import regex
 
 from hangwatch.core import rules as rules_module
-from hangwatch.core.databases import DatabaseStore, compilable, compile_database
+from hangwatch.core.databases import (
+    DatabaseStore,
+    compilable,
+    compile_database,
+    translations,
+)
 from hangwatch.core.model import PhaseRule
 from hangwatch.core.rules import LineMatch, RuleSet
 from hangwatch.core.segments import PLAIN, QUIET, Entry, Pending, Plain, Segment, Spans
@@ -746,20 +751,26 @@ def try_build(rules: RuleSet,
     noise: dict[int, str] = {}
     loose: list[str] = []
     narrow: list[tuple[str, str]] = []
-    for kind, rule, pattern in _entries(rules):
-        try:
-            forms = line_forms(pattern)
-        except Untranslatable as exc:
-            return None, f"not used: rule {rule.id}: {exc}"
+    found = _entries(rules)
+    try:
+        forms_of = translations([pattern for _, _, pattern in found], store)
+    except Untranslatable:
+        for _, rule, pattern in found:  # name the first rule that cannot be followed
+            try:
+                line_forms(pattern)
+            except Untranslatable as exc:
+                return None, f"not used: rule {rule.id}: {exc}"
+        raise
+    for (kind, rule, pattern), forms in zip(found, forms_of, strict=True):
         pid = len(entries)
-        entries.append(Entry(pid, kind, rule, regex.compile(pattern), forms.exact))
+        entries.append(Entry(pid, kind, rule, rules.compiled(pattern), forms.exact))
         loose.append(forms.loose)
         narrow.append((forms.narrow_strict, forms.narrow_loose))
         # Exact noise rules are told apart line by line, and only when it matters.
         (noise if kind == "noise" and forms.exact else strict)[pid] = forms.strict
     if len(entries) >= 0xFFFF:
         return None, "not used: too many rules"
-    patterns = [pattern for _, _, pattern in _entries(rules)]
+    patterns = [pattern for _, _, pattern in found]
 
     def relaxed(pid: int) -> str:
         return line_forms(patterns[pid], anchors=False).strict
