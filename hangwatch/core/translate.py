@@ -52,8 +52,8 @@ class Translation:
     nullable: bool  # it can match the empty string (through anchors or optional items)
     # Of each branch, the part between unbounded gaps (`[^\n]*`, `.*?`) that is longest at
     # its shortest: each match holds a match of it on the same line (superset forms).
-    narrow_strict: str = ""
-    narrow_loose: str = ""
+    narrow_strict: str
+    narrow_loose: str
 
 
 @dataclass
