@@ -488,7 +488,8 @@ class Prefilter:
     def _narrow(self, ascii_only: bool) -> Any:
         """The rare database: the narrow forms of the rare rules (`core/translate.py`), which
         hit every line they hit; for blocks of pure ASCII the strict ones, else the loose
-        ones. Those Hyperscan refuses take their wide forms."""
+        ones. Those Hyperscan refuses are widened as `compilable` says; should the whole set
+        still fail, the wide forms are scanned for."""
         pids = self._rare_pids
         if not pids:
             return False
