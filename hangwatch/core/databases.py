@@ -1,16 +1,22 @@
 """Hyperscan databases for the block matcher (`core/prefilter.py`): compiled from translated
-patterns (`core/translate.py`), kept between runs in a store, and the forms Hyperscan
-refuses widened to ones it takes."""
+patterns (`core/translate.py`), kept between runs in a store with the translations, and the
+forms Hyperscan refuses widened to ones it takes."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import platform
+import unicodedata
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
-from hangwatch.core.translate import EVERY_LINE
+import regex
+
+from hangwatch.core import translate as translate_module
+from hangwatch.core.translate import EVERY_LINE, Translation, line_forms
 
 
 class DatabaseStore(Protocol):
@@ -45,6 +51,55 @@ def compile_database(expressions: Sequence[str], ids: Sequence[int] | None = Non
     if store is not None:
         store.save(key, hyperscan.dumpb(db))
     return db
+
+
+def translations(patterns: Sequence[str],
+                 store: DatabaseStore | None = None) -> list[Translation]:
+    """`line_forms` of each pattern (raising Untranslatable as it does). Translating the
+    built-in rules takes a tenth of a second of every start (each atom's bytes are found by
+    asking `regex`), so with a `store` the forms are kept, keyed by the patterns and by the
+    translator itself (its source, the `regex` and Unicode versions it asks)."""
+    key = _translation_key(patterns) if store is not None else ""
+    if store is not None and (blob := store.load(key)) is not None:
+        kept = _translations_in(blob, len(patterns))
+        if kept is not None:
+            return kept
+    found = [line_forms(pattern) for pattern in patterns]
+    if store is not None:
+        rows = [[t.strict, t.loose, t.exact, t.nullable, t.narrow_strict, t.narrow_loose]
+                for t in found]
+        store.save(key, json.dumps(rows).encode())
+    return found
+
+
+def _translations_in(blob: bytes, count: int) -> list[Translation] | None:
+    """The translations a stored blob holds, or None when it is damaged (then they are
+    made and kept again)."""
+    try:
+        rows = json.loads(blob)
+    except ValueError:
+        return None
+    shape = (str, str, bool, bool, str, str)
+    if not (isinstance(rows, list) and len(rows) == count and all(
+            isinstance(row, list) and len(row) == len(shape)
+            and all(isinstance(v, t) for v, t in zip(row, shape, strict=True))
+            for row in rows)):
+        return None
+    return [Translation(*row) for row in rows]
+
+
+@functools.cache
+def _translator() -> str:
+    try:
+        source = Path(translate_module.__file__).read_bytes()
+    except OSError:  # no source to read (a frozen build): its version stands for it
+        source = translate_module.__name__.encode()
+    return hashlib.sha256(source).hexdigest() + regex.__version__ + unicodedata.unidata_version
+
+
+def _translation_key(patterns: Sequence[str]) -> str:
+    made = ["translations", _translator(), list(patterns)]
+    return hashlib.sha256(json.dumps(made).encode()).hexdigest()
 
 
 def _key(expressions: Sequence[str], ids: Sequence[int], flags: int) -> str:

@@ -456,41 +456,50 @@ class Engine:
     def _matched(self, source: str, line: int, text: str, match: LineMatch) -> list[Event]:
         now_wall = self.clock.wall()
         events: list[Event] = []
+        starts, dones, signals = match.phase_starts, match.phase_dones, match.signals
         # The printed time goes into the timeline; a repeated START (every step line of a
         # training loop) changes nothing there, so its time is not parsed.
-        marks = (match.phase_dones or match.finish
-                 or not self.tracker.repeats_only(match.phase_starts))
+        marks = dones or match.finish or not self.tracker.repeats_only(starts)
         where = Where(source, line, now_wall, parse_stamp(text) if marks else None, text)
         hit = match  # as the line hit: whether only generic rules did is asked of it
-        if match.phase_starts:  # a generic phase that does not nest: silent in a pack's
-            starts = tuple(r for r in match.phase_starts
-                           if r.nests or not self._inside_pack_phase(r))
-            if len(starts) < len(match.phase_starts):
+        for rule in starts:  # a generic phase that does not nest: silent in a pack's
+            if not rule.nests and self._inside_pack_phase(rule):
+                starts = tuple(r for r in starts if r.nests or not self._inside_pack_phase(r))
                 match = match._replace(phase_starts=starts)
-        for rule in match.phase_dones:
-            events.extend(self.tracker.done(rule, where))
+                break
+        moved = match.finish is not None  # a phase moved, or the job finished
+        for rule in dones:
+            closed = self.tracker.done(rule, where)
+            if closed:
+                moved = True
+                events.extend(closed)
         placed = (self._place_stop(source, line, text)
-                  if match.signals and not self._place_looked and is_stop(text) else [])
-        for rule in match.phase_starts:
+                  if signals and not self._place_looked and is_stop(text) else [])
+        for rule in starts:
             started = self._start(rule, where)
-            if any(e.state == "started" and e.parent is None for e in started):
-                self._phase_signals.clear()
-                self.finished = None  # a new run in the same log
+            if not started:
+                continue
+            moved = True
+            for event in started:
+                if event.state == "started" and event.parent is None:
+                    self._phase_signals.clear()
+                    self.finished = None  # a new run in the same log
+                    break
             events.extend(started)
-        for signal in match.signals:
+        for signal in signals:
             events.extend(self._signal(signal.id, signal.severity, signal.advice, source, line,
                                        text, now_wall))
         if match.finish is not None:
             events.extend(self.tracker.finish_all(where))
             self.finished = FinishEvent(match.finish.id, source, line, text, now_wall)
             events.append(self.finished)
-        self._learn(events)
+        if self.history is not None:
+            self._learn(events)
         advanced = self.judge.advances(match.progress) if match.progress else False
         # A phase marker is progress when it moved a phase; a repeat of an open phase's start
         # (a step line, a tqdm redraw) is judged like any other line, counters included.
-        moved = match.finish is not None or any(isinstance(e, PhaseEvent) for e in events)
-        default = not match.progress and match.noise is None and not match.signals
-        if any(match[:3]) or match.noise or match.progress or match.finish:
+        default = not match.progress and match.noise is None and not signals
+        if starts or dones or signals or match.noise or match.progress or match.finish:
             # ranks: phase, counters, line (a line left with no hit is plain to them too)
             self.ranks.matched(source, text, match, moved or advanced or default)
         if moved or advanced:
@@ -502,11 +511,11 @@ class Engine:
                 events.extend(self._plain(source, line, text))
             else:
                 events.extend(self._progress(source, line))
-        elif match.signals and is_generic_only(hit):
+        elif signals and is_generic_only(hit):
             # A generic signal is no progress; one the job keeps printing ("still waiting for
             # rank 3 (attempt 7)") is also a wait loop, which the stall names with its count.
             self.waits.judge(source, line, text, self.clock.monotonic())
-        return placed + events  # a place named after the fact is no progress
+        return placed + events if placed else events  # a place named after the fact: no progress
 
     def _place_stop(self, source: str, line: int, text: str) -> list[Event]:
         """A stop line (timeout, abort, watchdog) takes its place from the lines before it:
@@ -666,8 +675,11 @@ class Engine:
     def _repeats_only(self, starts: tuple[PhaseRule, ...]) -> bool:
         """Would these STARTs change nothing (PhaseTracker.repeats_only)? A generic one that
         does not nest, inside a pack's phase, changes nothing either."""
-        return self.tracker.repeats_only(tuple(
-            r for r in starts if r.nests or not self._inside_pack_phase(r)))
+        for rule in starts:
+            if rule.origin.generic and not rule.nests:  # rare: most STARTs are a pack's
+                return self.tracker.repeats_only(tuple(
+                    r for r in starts if r.nests or not self._inside_pack_phase(r)))
+        return self.tracker.repeats_only(starts)
 
     def _marker(self) -> str | None:
         """The line that opened the step or phase in progress: what chose its name."""

@@ -100,17 +100,23 @@ class PhaseTracker:
         return self._last_step.get(self._open[-1][0].id) if self._open else None
 
     def is_open(self, phase_id: str) -> bool:
-        return any(rule.id == phase_id for rule, _ in self._open)
+        for rule, _ in self._open:  # noqa: SIM110 (any() over a generator costs twice this)
+            if rule.id == phase_id:
+                return True
+        return False
 
     def repeats_only(self, starts: tuple[PhaseRule, ...]) -> bool:
         """Would these STARTs change nothing? (Each of an open phase, none of which has a
-        step that a repeat of its START would end.)"""
+        step that a repeat of its START would end.) Asked of most lines a rule hits."""
         for rule in starts:
-            if not self.is_open(rule.id):
+            phase_id = rule.id
+            if not self.is_open(phase_id):
                 return False
-            for step, _ in self._steps.get(rule.id, ()):
-                if step.done is None:
-                    return False
+            steps = self._steps.get(phase_id)
+            if steps:
+                for step, _ in steps:
+                    if step.done is None:
+                        return False
         return True
 
     def start(self, rule: PhaseRule, where: Where) -> list[PhaseEvent]:

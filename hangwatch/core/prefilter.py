@@ -36,7 +36,12 @@ from typing import Any
 import regex
 
 from hangwatch.core import rules as rules_module
-from hangwatch.core.databases import DatabaseStore, compilable, compile_database
+from hangwatch.core.databases import (
+    DatabaseStore,
+    compilable,
+    compile_database,
+    translations,
+)
 from hangwatch.core.model import PhaseRule
 from hangwatch.core.rules import LineMatch, RuleSet
 from hangwatch.core.segments import PLAIN, QUIET, Entry, Pending, Plain, Segment, Spans
@@ -78,7 +83,9 @@ class Prefilter:
 
     def __init__(self, rules: RuleSet, entries: Sequence[Entry], strict: Any,
                  noise: dict[int, str], loose: Sequence[str], status: str,
-                 store: DatabaseStore | None = None) -> None:
+                 store: DatabaseStore | None = None,
+                 narrow: Sequence[tuple[str, str]] = ()) -> None:
+        """`narrow`: each pattern's narrow forms, strict and loose (`core/translate.py`)."""
         self.rules = rules
         self._store = store
         self.status = status
@@ -88,6 +95,7 @@ class Prefilter:
         self._noise_forms = list(noise.values())  # exact noise rules, one line at a time
         self.noise_pids = list(noise)
         self._loose_forms = list(loose)  # every pattern, for lines with other bytes
+        self._narrow_forms = list(narrow)
         self._patterns = [e.pattern.pattern for e in entries]
         self._lazy: dict[str, Any] = {}  # databases compiled when first needed
         self._plans: dict[tuple[int, bool], _Plan] = {}
@@ -185,15 +193,9 @@ class Prefilter:
                 pos, size, close = high, STRETCH_WINDOW, 0
                 continue
             high = end if end - pos <= size else data.index(b"\n", pos + size - 1) + 1
-            firsts = hits.firsts(pos, high)
-            stops = [self._first_kept(data, entry, at, high, repeats_only)
-                     if entry.rule.origin.generic else at
-                     for pid, at in firsts.items() if pid not in self._kept
-                     and not repeats_only((entry := self.entries[pid]).rule)]
-            stop = min((at for at in stops if at is not None), default=None)
+            stop, kept = hits.stop(pos, high, repeats_only)
             cut = high if stop is None else max(pos, data.rfind(b"\n", pos, stop - 1) + 1)
-            spans = tuple(self.entries[pid] for pid, at in sorted(
-                firsts.items(), key=lambda item: item[1]) if pid in self._kept and at <= cut)
+            spans = tuple(self.entries[pid] for pid, at in kept if at <= cut)
             lines += data.count(b"\n", pos, cut)
             if spans:
                 yield Segment(lines, "", Spans(data, pos, cut, spans))
@@ -387,7 +389,8 @@ class Prefilter:
         def on_match(_pid: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
             ends.add(end)
 
-        db = self.database("rare")
+        # The strict forms are supersets on lines of pure ASCII: most blocks are.
+        db = self.database("rare-ascii" if data.isascii() else "rare")
         if db:
             db.scan(memoryview(data)[low:], match_event_handler=on_match)
         found: list[tuple[int, int]] = []
@@ -459,8 +462,10 @@ class Prefilter:
                 forms = {pid: self._loose_forms[pid] for pid in self._first_pids}
                 db = compilable(forms, self._relaxed, store, single=name == "first")[2]
                 db = db or False
-            elif name == "rare" or name.startswith("one:"):
-                db = self._wide(self._rare_pids if name == "rare" else [int(name[4:])])
+            elif name in ("rare", "rare-ascii"):
+                db = self._narrow(name == "rare-ascii")
+            elif name.startswith("one:"):
+                db = self._wide([int(name[4:])])
             else:  # "loose" (each pattern once a scan, for one line) or "loose-all"
                 _, _, db = compilable(dict(enumerate(self._loose_forms)), self._relaxed,
                                        store, single=name == "loose")
@@ -479,6 +484,23 @@ class Prefilter:
 
     def _relaxed(self, pid: int) -> str:
         return line_forms(self._patterns[pid], anchors=False).loose
+
+    def _narrow(self, ascii_only: bool) -> Any:
+        """The rare database: the narrow forms of the rare rules (`core/translate.py`), which
+        hit every line they hit; for blocks of pure ASCII the strict ones, else the loose
+        ones. Those Hyperscan refuses are widened as `compilable` says; should the whole set
+        still fail, the wide forms are scanned for."""
+        pids = self._rare_pids
+        if not pids:
+            return False
+
+        def relaxed(pid: int) -> str:
+            forms = line_forms(self._patterns[pid], anchors=False)
+            return forms.narrow_strict if ascii_only else forms.narrow_loose
+
+        db = compilable({pid: self._narrow_forms[pid][0 if ascii_only else 1] for pid in pids},
+                        relaxed, self._store)[2]
+        return db or self._wide(pids)
 
     def _confirm(self, text: str, mask: int, strict: bool) -> LineMatch | None:
         plan = self.plan(mask, strict)
@@ -529,7 +551,7 @@ class Prefilter:
 
 
 class _FirstHits:
-    """`Prefilter._firsts` for the windows of a block's stretches. Windows overlap (each
+    """The first hits of the windows of a block's stretches. Windows overlap (each
     runs past the stop it finds, and the next starts there: twice the bytes of a per-step
     log were scanned, at a state change every 4 KB), so where hits are few, every hit of the
     STARTs and kept progress rules is listed from one scan of the block, a chunk at a time,
@@ -549,16 +571,45 @@ class _FirstHits:
         self._every = prefilter.database("every-first")
         self._dense = not self._every
 
-    def firsts(self, low: int, high: int) -> dict[int, int]:
+    def stop(self, low: int, high: int, repeats_only: Callable[[PhaseRule], bool]
+             ) -> tuple[int | None, list[tuple[int, int]]]:
+        """Where the first START from `low` to `high` that would change something ends its
+        line's scan (the end of its hit; for a generic START, of the first line where it
+        counts: `Prefilter._first_kept`), None if none does; and the kept progress rules
+        hit before it, by their first hit, in its order. Read off the list, the hits are
+        taken in order until one lies past the stop found; else from a scan of the window
+        that reports each pattern once."""
         while not self._dense and self._known < high:
             self._scan()
+        prefilter, data = self._prefilter, self._data
+        entries, kept_pids = prefilter.entries, prefilter._kept
         if high > self._known:
-            return self._prefilter._firsts(self._data, low, high)
-        firsts: dict[int, int] = {}
-        ends, pids = self._ends, self._pids
-        for i in range(bisect.bisect_right(ends, low), bisect.bisect_right(ends, high)):
-            firsts.setdefault(pids[i], ends[i])
-        return firsts
+            hits: Iterable[tuple[int, int]] = sorted(
+                prefilter._firsts(data, low, high).items(), key=lambda item: item[1])
+        else:
+            ends, pids = self._ends, self._pids
+            hits = ((pids[i], ends[i]) for i in range(bisect.bisect_right(ends, low),
+                                                      bisect.bisect_right(ends, high)))
+        best: int | None = None
+        kept: list[tuple[int, int]] = []
+        seen: set[int] = set()
+        for pid, at in hits:
+            if best is not None and at >= best:
+                break  # a stop ends no earlier than its first hit
+            if pid in seen:
+                continue
+            seen.add(pid)
+            if pid in kept_pids:
+                kept.append((pid, at))
+                continue
+            entry = entries[pid]
+            if repeats_only(entry.rule):
+                continue
+            found = (prefilter._first_kept(data, entry, at, high, repeats_only)
+                     if entry.rule.origin.generic else at)
+            if found is not None and (best is None or found < best):
+                best = found
+        return best, kept
 
     def _scan(self) -> None:
         """The hits of the next chunk, listed unless there are too many."""
@@ -700,19 +751,27 @@ def try_build(rules: RuleSet,
     strict: dict[int, str] = {}
     noise: dict[int, str] = {}
     loose: list[str] = []
-    for kind, rule, pattern in _entries(rules):
-        try:
-            forms = line_forms(pattern)
-        except Untranslatable as exc:
-            return None, f"not used: rule {rule.id}: {exc}"
+    narrow: list[tuple[str, str]] = []
+    found = _entries(rules)
+    try:
+        forms_of = translations([pattern for _, _, pattern in found], store)
+    except Untranslatable:
+        for _, rule, pattern in found:  # name the first rule that cannot be followed
+            try:
+                line_forms(pattern)
+            except Untranslatable as exc:
+                return None, f"not used: rule {rule.id}: {exc}"
+        raise
+    for (kind, rule, pattern), forms in zip(found, forms_of, strict=True):
         pid = len(entries)
-        entries.append(Entry(pid, kind, rule, regex.compile(pattern), forms.exact))
+        entries.append(Entry(pid, kind, rule, rules.compiled(pattern), forms.exact))
         loose.append(forms.loose)
+        narrow.append((forms.narrow_strict, forms.narrow_loose))
         # Exact noise rules are told apart line by line, and only when it matters.
         (noise if kind == "noise" and forms.exact else strict)[pid] = forms.strict
     if len(entries) >= 0xFFFF:
         return None, "not used: too many rules"
-    patterns = [pattern for _, _, pattern in _entries(rules)]
+    patterns = [pattern for _, _, pattern in found]
 
     def relaxed(pid: int) -> str:
         return line_forms(patterns[pid], anchors=False).strict
@@ -731,7 +790,7 @@ def try_build(rules: RuleSet,
     status = f"hyperscan, {len(entries)} patterns ({exact} exact on ASCII lines)"
     if widened or widened_noise:
         status += f"; {len(widened | widened_noise)} widened where Hyperscan refused them"
-    return Prefilter(rules, entries, db, noise, loose, status, store), status
+    return Prefilter(rules, entries, db, noise, loose, status, store, narrow), status
 
 
 def build_prefilter(rules: RuleSet, store: DatabaseStore | None = None) -> Prefilter | None:

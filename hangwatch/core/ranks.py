@@ -56,20 +56,22 @@ _WORLD_WORDS = (("world_size", 0), ("WORLD_SIZE", 0), ("nranks", 0), ("num_proce
                 ("clients joined", None))
 
 
-_WORLD_WORD = re.compile("|".join(re.escape(word) for word, _ in _WORLD_WORDS))
-_WORLD_ANYWHERE = tuple(word for word, back in _WORLD_WORDS if back is None)
-_DESYNC = re.compile("|".join(re.escape(marker) for marker in desync.MARKERS))
 
 
 def _world_start(text: str) -> int | None:
     """Where a _WORLD match may begin at the earliest; None when the line holds none of its
-    words (most lines: the regex alone costs 30 µs a line, one search for the words 1 µs)."""
-    found = _WORLD_WORD.search(text)
-    if found is None:
-        return None
-    if any(word in text for word in _WORLD_ANYWHERE):
-        return 0
-    return found.start()
+    words (most lines: the regex alone costs 30 µs a line; looking for each word with
+    `str.find`, 0.4 µs, a third of one `re` search for them all)."""
+    first = None
+    for word, back in _WORLD_WORDS:
+        at = text.find(word)
+        if at < 0:
+            continue
+        if back is None:
+            return 0
+        if first is None or at < first:
+            first = at
+    return first
 
 
 _NUMBER = regex.compile(r"[-+]?\d+(?:\.\d+)?")
@@ -179,7 +181,7 @@ class RankTracker:
         member = self._member(src, label)
         if member is None:
             return
-        if member.rank is not None and _DESYNC.search(text):
+        if member.rank is not None and any(marker in text for marker in desync.MARKERS):
             desync.observe(self.works.setdefault(member.rank, desync.Work()), text)
         now = self.clock.monotonic()
         member.last_seen, member.last_line, member.source = now, text[:LINE_KEEP], source

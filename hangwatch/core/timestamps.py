@@ -30,45 +30,54 @@ def parse_stamp(text: str, *, default_year: int | None = None) -> float | None:
     those do not depend on the zone.
     """
     head = text[:_SEARCH_PREFIX]
-    for pattern in _PATTERNS:
-        m = pattern.search(head)
-        if m is None:
-            continue
-        found = m.groups()  # by position: a groupdict costs more
-        if len(found) == 8:
-            y, month, day_, hour_, minute_, second_, fraction, zone = found
-        else:
-            month, day_, hour_, minute_, second_, fraction = found
-            y = zone = None
-        year = int(y) if y else (default_year or dt.date.today().year)
-        try:
-            day = _midnight_us(year, int(month), int(day_), zone)
-        except ValueError:
-            continue  # digits shaped like a date but not one (e.g. month 13)
-        hour, minute, second = int(hour_), int(minute_), int(second_)
-        if hour > 23 or minute > 59 or second > 59:
-            continue  # as datetime refuses them
-        micro = int((fraction or "0")[:6].ljust(6, "0"))
-        # Whole microseconds divided once: the float datetime.timestamp() gives.
-        return (day + ((hour * 60 + minute) * 60 + second) * 1_000_000 + micro) / 1_000_000
+    # An ISO stamp holds a `-` four characters in: it begins no earlier than the first `-`
+    # less four (`re` would try every position of a prefix such as "(WorkerDict pid=3002) ").
+    dash = head.find("-")
+    iso = _PATTERNS[0].search(head, max(0, dash - 4)) if dash >= 0 else None
+    if iso is not None:
+        y, month, day_, hour_, minute_, second_, fraction, zone = iso.groups()
+        found = _stamp(_day(y, month, day_, zone), hour_, minute_, second_, fraction)
+        if found is not None:
+            return found
+    glog = _PATTERNS[1].match(head)
+    if glog is not None:
+        month, day_, hour_, minute_, second_, fraction = glog.groups()
+        year = str(default_year or dt.date.today().year)
+        return _stamp(_day(year, month, day_, None), hour_, minute_, second_, fraction)
     return None
 
 
+def _stamp(day: int | None, hour_: str, minute_: str, second_: str,
+           fraction: str | None) -> float | None:
+    """Epoch seconds of a time on `day` (its start in microseconds); None for a date or a
+    time that is none (digits shaped like one, e.g. month 13: datetime refuses them)."""
+    hour, minute, second = int(hour_), int(minute_), int(second_)
+    if day is None or hour > 23 or minute > 59 or second > 59:
+        return None
+    micro = int(fraction[:6].ljust(6, "0")) if fraction else 0
+    # Whole microseconds divided once: the float datetime.timestamp() gives.
+    return (day + ((hour * 60 + minute) * 60 + second) * 1_000_000 + micro) / 1_000_000
+
+
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
-_MIDNIGHTS: dict[tuple[int, int, int, str | None], int] = {}  # a log spans few days
+_MIDNIGHTS: dict[tuple[str, str, str, str | None], int | None] = {}  # few days a log
 
 
-def _midnight_us(year: int, month: int, day: int, zone: str | None) -> int:
-    """Microseconds from the epoch to the day's start in `zone`; ValueError for a date
-    that is none. Kept by day: building a datetime for each stamp costs more than the
-    rest of reading it."""
+def _day(year: str, month: str, day: str, zone: str | None) -> int | None:
+    """Microseconds from the epoch to the day's start in `zone`; None for a date that is
+    none. Kept by the digits as printed: building a datetime for each stamp costs more than
+    the rest of reading it."""
     key = (year, month, day, zone)
-    found = _MIDNIGHTS.get(key)
-    if found is None:
-        start = dt.datetime(year, month, day, tzinfo=_zone(zone))
-        if len(_MIDNIGHTS) >= 4096:
-            _MIDNIGHTS.clear()
-        found = _MIDNIGHTS[key] = (start - _EPOCH) // dt.timedelta(microseconds=1)
+    if key in _MIDNIGHTS:
+        return _MIDNIGHTS[key]
+    try:
+        start = dt.datetime(int(year), int(month), int(day), tzinfo=_zone(zone))
+        found: int | None = (start - _EPOCH) // dt.timedelta(microseconds=1)
+    except ValueError:
+        found = None
+    if len(_MIDNIGHTS) >= 4096:
+        _MIDNIGHTS.clear()
+    _MIDNIGHTS[key] = found
     return found
 
 

@@ -7,6 +7,10 @@ on a line alone. Built only of such atoms a form is *exact*: Hyperscan's answer 
 Constructs Hyperscan lacks (lookarounds, back-references, fuzzy matching, recursion) are
 widened to what contains them, so the caller must confirm with `regex`. The *loose* form, for
 lines with other bytes, lets an atom match any non-ASCII character too: a superset again.
+The *narrow* forms are parts of those that every match contains, for scans that only find
+the lines a rule may hit (`core/prefilter.py`'s rare lines): a pattern such as
+`\b(?:ranks?|nodes?)\b[^\n.;]*\b(?:unreachable|not responding)\b` is scanned for by its
+rarer end, not by every line that names a rank.
 """
 
 from __future__ import annotations
@@ -46,6 +50,10 @@ class Translation:
     loose: str
     exact: bool
     nullable: bool  # it can match the empty string (through anchors or optional items)
+    # Of each branch, the part between unbounded gaps (`[^\n]*`, `.*?`) that is longest at
+    # its shortest: each match holds a match of it on the same line (superset forms).
+    narrow_strict: str
+    narrow_loose: str
 
 
 @dataclass
@@ -58,9 +66,25 @@ class _Piece:
     low: int | None = None
     quant: str = ""
     nullable: bool = False
+    shortest: int = 1  # the fewest bytes it matches, once (before `low`)
+    # Its group's branches, when it is one: the narrow forms look inside a part made of it.
+    inner: list[list[_Piece]] | None = None
 
     def __post_init__(self) -> None:
         self.nullable = self.nullable or self.zero_width or self.low == 0
+        if self.zero_width:
+            self.shortest = 0
+
+    @property
+    def least(self) -> int:
+        """The fewest bytes it matches, quantifier included."""
+        return self.shortest * (1 if self.low is None else self.low)
+
+    @property
+    def gap(self) -> bool:
+        """An unbounded repeat that may match nothing: where the narrow forms cut."""
+        return self.strict == WIDE or (self.low == 0 and (
+            self.quant.startswith("*") or self.quant.rstrip("?+").endswith(",}")))
 
     def render(self, loose: bool) -> str:
         text = self.loose if loose else self.strict
@@ -86,8 +110,9 @@ class _Translator:
             raise Untranslatable(f"unbalanced ')' at position {self.i}")
         for branch in branches:
             _trim(branch)
+        narrow = _narrow(branches)
         return Translation(_join(branches, False), _join(branches, True), self.exact,
-                           _nullable(branches))
+                           _nullable(branches), _join(narrow, False), _join(narrow, True))
 
     def peek(self, n: int = 1) -> str:
         return self.p[self.i:self.i + n]
@@ -195,7 +220,7 @@ class _Translator:
     def widen(self, end: int) -> _Piece:
         self.i = end
         self.exact = False
-        return _Piece(WIDE, WIDE, nullable=True)
+        return _Piece(WIDE, WIDE, nullable=True, shortest=0)
 
     def group(self, flags: frozenset[str]) -> tuple[_Piece | None, frozenset[str]]:
         start = self.i
@@ -217,7 +242,8 @@ class _Translator:
             raise Untranslatable(f"unbalanced '(' at position {start}")
         self.i += 1
         return _Piece(f"(?:{_join(branches, False)})", f"(?:{_join(branches, True)})",
-                      nullable=_nullable(branches))
+                      nullable=_nullable(branches), shortest=_shortest(branches),
+                      inner=branches)
 
     def special_group(self, flags: frozenset[str]) -> _Piece:
         p, start = self.p, self.i
@@ -271,7 +297,8 @@ class _Translator:
             if piece.strict or piece.loose:
                 self.exact = False
             return _Piece("", "", zero_width=True)  # a repeated assertion: dropping it widens
-        return _Piece(piece.strict, piece.loose, low=low, quant=quant, nullable=piece.nullable)
+        return _Piece(piece.strict, piece.loose, low=low, quant=quant, nullable=piece.nullable,
+                      shortest=piece.shortest, inner=piece.inner)
 
     def fuzzy(self, piece: _Piece) -> _Piece:
         """`item{e<=1}`: regex's fuzzy matching; whatever it matches lies within the line."""
@@ -279,7 +306,7 @@ class _Translator:
             return piece
         self.i = self.p.index("}", self.i) + 1
         self.exact = False
-        return _Piece(WIDE, WIDE, nullable=True)
+        return _Piece(WIDE, WIDE, nullable=True, shortest=0)
 
 
 def _trim(branch: list[_Piece]) -> None:
@@ -292,8 +319,37 @@ def _trim(branch: list[_Piece]) -> None:
             continue
         branch[-1] = _Piece(last.strict, last.loose, low=None,
                             quant="" if last.low == 1 else f"{{{last.low}}}",
-                            nullable=last.nullable)
+                            nullable=last.nullable, shortest=last.shortest, inner=last.inner)
         break
+
+
+def _shortest(branches: list[list[_Piece]]) -> int:
+    return min(sum(p.least for p in branch) for branch in branches)
+
+
+def _narrow(branches: list[list[_Piece]]) -> list[list[_Piece]]:
+    """Of each branch, its part between gaps that matches the most bytes at the least (the
+    whole branch when every part may match nothing). A part that is one group, matched once
+    or more, is narrowed inside: each of its branches to its own part."""
+    out: list[list[_Piece]] = []
+    for branch in branches:
+        parts: list[list[_Piece]] = [[]]
+        for piece in branch:
+            if piece.gap:
+                parts.append([])
+            else:
+                parts[-1].append(piece)
+        best = max(parts, key=lambda part: sum(p.least for p in part))
+        if sum(p.least for p in best) == 0:
+            out.append(branch)
+            continue
+        if len(best) == 1 and best[0].inner is not None:  # a group, once or more
+            out.extend(_narrow(best[0].inner))  # each match holds one of its branches
+            continue
+        part = list(best)
+        _trim(part)
+        out.append(part)
+    return out
 
 
 def _nullable(branches: list[list[_Piece]]) -> bool:
@@ -364,4 +420,6 @@ def line_forms(pattern: str, *, anchors: bool = True) -> Translation:
     if not forms.nullable:
         return forms
     return Translation(f"(?:{forms.strict}){EVERY_LINE}", f"(?:{forms.loose}){EVERY_LINE}",
-                       forms.exact, nullable=False)
+                       forms.exact, nullable=False,
+                       narrow_strict=f"(?:{forms.narrow_strict}){EVERY_LINE}",
+                       narrow_loose=f"(?:{forms.narrow_loose}){EVERY_LINE}")

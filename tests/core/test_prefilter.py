@@ -423,7 +423,8 @@ def random_line(rng: random.Random, other: bool) -> str:
 
 def check_pattern(pattern: str, rng: random.Random, *, lines: int) -> None:
     """Strict form == regex on ASCII lines (when exact, else a superset); loose form is a
-    superset on any line; and the whole prefilter gives RuleSet.match's verdict."""
+    superset on any line; the narrow forms hit every line the pattern hits (the strict one
+    on ASCII lines); and the whole prefilter gives RuleSet.match's verdict."""
     import regex
 
     try:
@@ -432,6 +433,7 @@ def check_pattern(pattern: str, rng: random.Random, *, lines: int) -> None:
         return
     forms = line_forms(pattern)
     strict, loose = _database(forms.strict), _database(forms.loose)
+    narrow_strict, narrow_loose = _database(forms.narrow_strict), _database(forms.narrow_loose)
     samples = [random_line(rng, other=i % 3 == 0) for i in range(lines)]
     for text in samples:
         want = compiled.search(text) is not None
@@ -441,6 +443,12 @@ def check_pattern(pattern: str, rng: random.Random, *, lines: int) -> None:
             assert got == want or (got and not forms.exact), (pattern, text, forms.strict)
         if loose is not None:
             assert _hits(loose, raw + b"\n", len(raw)) or not want, (pattern, text, forms.loose)
+        if narrow_loose is not None:
+            assert _hits(narrow_loose, raw + b"\n", len(raw)) or not want, (
+                pattern, text, forms.narrow_loose)
+        if text.isascii() and narrow_strict is not None:
+            assert _hits(narrow_strict, b"x\n" + raw + b"\nx", len(raw) + 2) or not want, (
+                pattern, text, forms.narrow_strict)
     rules = rule_set(signals=(pattern,), noise=("::",))
     prefilter = build_prefilter(rules)
     assert prefilter is not None
@@ -696,3 +704,37 @@ def test_counting_hits_agrees_with_listing_them_where_a_pack_noise_outranks_gene
     assert dict(counts) == expected and matched == len(listed) == 4
     assert counts[("noise", rules.noise[0])] == 2
     assert feed == [b"Pending 3 GPUs", b"step 4 - a"]
+
+
+# --- the rare lines: scanned for by the narrow forms ---------------------------------------
+
+GAPPED = RuleSet([RulePack(
+    name="t", file="t.yaml",
+    phases=(PhaseRule("loop", "Training loop", r"step \d+ -", ORIGIN),),
+    progress=(ProgressRule("steps", r"step (?P<n>\d+) -", ORIGIN, counter="n"),),
+    signals=(SignalRule("peer", r"(?i)\b(?:ranks?|nodes?)\b[^\n.;]*\b(?:unreachable|not "
+                                r"responding)\b", "warning", ORIGIN),
+             SignalRule("kill", r"(?i)\bworker\b.*\bgot killed\b", "error", ORIGIN)),
+)])
+
+
+def test_a_rule_with_words_on_both_sides_of_a_gap_is_scanned_for_by_its_longer_side():
+    forms = line_forms(GAPPED.signals[0].match)
+    assert "unreachable" in forms.narrow_strict.lower() or "\\x55\\x75" in forms.narrow_strict
+    narrow = _database(forms.narrow_strict)
+    # A line naming a rank, with nothing after it, is not one to look at.
+    assert not _hits(narrow, b"rank 3 nRanks 8 comm 0x55\n", 25)
+    assert _hits(narrow, b"rank 3 is unreachable\n", 21)
+
+
+@pytest.mark.parametrize("other", [False, True])
+@pytest.mark.parametrize("block", [200, 1 << 16])
+def test_rare_lines_after_progress_give_the_events_of_line_by_line(block, other):
+    # Blocks of pure ASCII are scanned with the strict narrow forms, others with the loose
+    # ones (a Kelvin sign folds onto k): the same lines are found either way.
+    rng = random.Random(13)
+    pieces = [b"step %d - x", b"rank %d nRanks 8 comm 0x55 spew", b"rank %d is unreachable",
+              b"nodes %d; not responding", b"node %d not responding", b"worker %d got killed",
+              b"plain %d", "worker %d got \u212ailled".encode() if other else b"worker %d ok"]
+    lines = [rng.choice(pieces).replace(b"%d", b"%d" % i) for i in range(3000)]
+    assert_same_engine(GAPPED, b"\n".join(lines) + b"\n", block=block, stall_every=3)

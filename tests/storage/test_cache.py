@@ -137,3 +137,28 @@ def test_check_keeps_its_databases_in_the_cache_folder(tmp_path):
     assert sorted((tmp_path / "cache").glob(f"*{SUFFIX}")) == made
     assert json.loads(first.stdout)["verdict"] == json.loads(second.stdout)["verdict"]
     assert first.returncode == second.returncode
+
+
+def test_translations_are_kept_with_the_databases_and_remade_when_damaged(tmp_path, reference,
+                                                                         monkeypatch):
+    from hangwatch.core import databases
+    from hangwatch.core.translate import line_forms
+
+    made: list[str] = []
+
+    def counted(pattern: str, **kwargs: bool) -> object:
+        made.append(pattern)
+        return line_forms(pattern, **kwargs)
+
+    monkeypatch.setattr(databases, "line_forms", counted)
+    assert said(build(DiskStore(tmp_path))) == reference
+    patterns = len(made)
+    assert patterns > 100
+    made.clear()
+    assert said(build(DiskStore(tmp_path))) == reference
+    assert made == []  # loaded, not translated
+    for path in tmp_path.glob(f"*{SUFFIX}"):  # a list of another shape: not trusted
+        if path.read_bytes().startswith(b"[["):
+            path.write_bytes(b'[["a", "b", true, false, "c"]]')
+    assert said(build(DiskStore(tmp_path))) == reference
+    assert len(made) == patterns
