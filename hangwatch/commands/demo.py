@@ -24,15 +24,18 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     workdir = Path(tempfile.mkdtemp(prefix="hangwatch-demo-"))
     log = workdir / "train.log"
+    rules = load_rule_set()
+    engine = engine_for(rules, args)
+    if engine.prefilter is not None:
+        engine.prefilter.warm()  # ready before the job's first line, whatever the cache holds
     print(f"demo: starting a GKD-style job that writes {log} and hangs in weight sync; "
           f"stall threshold {args.stall:g}s", file=out, flush=True)
     child = subprocess.Popen([sys.executable, "-m", "hangwatch.jobs.demo_job", str(log)],
                              stdin=subprocess.DEVNULL, start_new_session=True)
     watch_args = argparse.Namespace(json=False, plain=args.plain, pid=[child.pid], match=None,
                                     stacks=True, native=False)
-    rules = load_rule_set()
     session = Session(
-        engine_for(rules, args),
+        engine,
         make_reporters(watch_args, out),
         SessionOptions(report_dir=Path(args.report_dir), exit_on_stall=True,
                        refresh_s=None if args.plain or not out.isatty() else 1.0),

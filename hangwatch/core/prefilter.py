@@ -448,6 +448,14 @@ class Prefilter:
         self.database("probe").scan(raw + b"\n", match_event_handler=on_match)
         return hits
 
+    def warm(self) -> None:
+        """Compile now the databases reading a log needs, which are otherwise compiled when
+        first needed: a watch started before its job then keeps up from the job's first line
+        even when the compiled databases are not in the cache yet (a few seconds)."""
+        names = ["rare", "rare-ascii", "first", "every-first", "loose", "probe"]
+        for name in names + [f"one:{pid}" for pid in self._first_pids]:
+            self.database(name)
+
     def database(self, name: str) -> Any:
         if name not in self._lazy:
             store = self._store

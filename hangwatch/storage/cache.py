@@ -17,7 +17,10 @@ from pathlib import Path
 from hangwatch.storage.files import write_atomic
 
 CACHE_ENV = "HANGWATCH_CACHE_DIR"
-KEEP = 48  # newest databases kept (about 250 KB each): several rule sets' worth
+# Newest databases kept: a rule set takes about 90 (the prefilter's own, and one for each
+# generic phase pattern a log hits, compiled when first hit), of 1 to 250 KB each; several
+# rule sets' worth, so that a warm start compiles nothing.
+KEEP = 400
 SUFFIX = ".hsdb"
 
 

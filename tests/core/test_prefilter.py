@@ -738,3 +738,21 @@ def test_rare_lines_after_progress_give_the_events_of_line_by_line(block, other)
               b"plain %d", "worker %d got \u212ailled".encode() if other else b"worker %d ok"]
     lines = [rng.choice(pieces).replace(b"%d", b"%d" % i) for i in range(3000)]
     assert_same_engine(GAPPED, b"\n".join(lines) + b"\n", block=block, stall_every=3)
+
+
+def test_a_warmed_prefilter_compiles_nothing_while_it_reads(monkeypatch):
+    rules = load_rule_set()
+    prefilter = build_prefilter(rules, None)
+    assert prefilter is not None
+    prefilter.warm()
+
+    def no_compiling(*_args, **_kwargs):
+        raise AssertionError("a database compiled while reading")
+
+    monkeypatch.setattr(prefilter_module, "compile_database", no_compiling)
+    monkeypatch.setattr(prefilter_module, "compilable", no_compiling)
+    engine = Engine(rules, default_stall=600.0, clock=FakeClock(), prefilter=prefilter)
+    log = Path(__file__).resolve().parents[1] / "fixtures" / "packs" / "verl-gkd"
+    for path in sorted(log.glob("*.log")):
+        engine.feed_block(path.name, path.read_bytes())
+    assert engine.lines  # it read them, with the databases warm() built

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from hangwatch.core.prefilter import Prefilter, try_build
+from hangwatch.core.prefilter import Prefilter, build_prefilter, try_build
 from hangwatch.core.segments import Pending, Plain
 from hangwatch.packs.load import load_rule_set
+from hangwatch.storage import cache
 from hangwatch.storage.cache import CACHE_ENV, KEEP, SUFFIX, DiskStore, default_store
 
 hyperscan = pytest.importorskip("hyperscan")
@@ -101,16 +102,27 @@ def test_cache_is_private_to_the_user(tmp_path):
     assert modes == {0o600}
 
 
-def test_only_the_newest_databases_are_kept(tmp_path):
+def test_only_the_newest_databases_are_kept(tmp_path, monkeypatch):
+    keep = 12  # the same rule as KEEP's, on fewer files
+    monkeypatch.setattr(cache, "KEEP", keep)
     store = DiskStore(tmp_path)
-    for i in range(KEEP + 5):
+    for i in range(keep + 5):
         store.save(f"k{i:03d}", b"x")
         os.utime(tmp_path / f"k{i:03d}{SUFFIX}", (1_000_000 + i, 1_000_000 + i))
     store.save("newest", b"x")
     kept = {p.name for p in tmp_path.iterdir()}
-    assert len(kept) == KEEP
-    assert f"newest{SUFFIX}" in kept and f"k{KEEP + 4:03d}{SUFFIX}" in kept
+    assert len(kept) == keep
+    assert f"newest{SUFFIX}" in kept and f"k{keep + 4:03d}{SUFFIX}" in kept
     assert f"k000{SUFFIX}" not in kept
+
+
+def test_the_databases_of_the_built_in_rules_all_stay_in_the_cache(tmp_path):
+    rules = load_rule_set()
+    store = DiskStore(tmp_path)
+    prefilter = build_prefilter(rules, store)
+    assert prefilter is not None
+    prefilter.warm()  # every database reading a log may need
+    assert len(list(tmp_path.glob(f"*{SUFFIX}"))) <= KEEP // 2  # room for another rule set
 
 
 def test_cache_folder_follows_the_environment(tmp_path):
