@@ -104,18 +104,20 @@ FINISHED_WORDS: tuple[tuple[str, regex.Pattern[str]], ...] = (
     ("checkpoint_save", regex.compile(r"(?i)\bsav(?:e|ed|ing)\w*|\bcheckpoint\w*")),
     *((phase, words) for phase, words in BAR_WORDS if phase != "checkpoint_save"))
 ANNOUNCE_LINES = 5
-# An announcement's words name more kinds of place than a bar's: a wait, a rendezvous, a
-# build; and a dataset being built is data even when its name says "validation".
+# An announcement's words name more kinds of place than a bar's: a rendezvous, a build, a
+# wait; a dataset being built is data even when its name says "validation"; and what is
+# waited for says more than the waiting (`Waiting in store based barrier to initialize
+# process group` is a distributed init, `Waiting for 1 core engine proc` an engine's load).
 ANNOUNCED_WORDS: tuple[tuple[str, regex.Pattern[str]], ...] = tuple(
     (phase, regex.compile(words, regex.IGNORECASE)) for phase, words in (
-        ("resource_wait", r"\b(?:waiting|wait(?:s|ed)? for|monitoring|not (?:up|ready) yet"
-                          r"|retrying|pending|queued)\b"),
         ("distributed_init", r"\b(?:distributed|process[ _]group|horovod|nccl|gloo|mpi"
                              r"|rendezvous|communicators?|world[ _]size|ddp)\b"),
         ("build", r"\b(?:compil\w*|jit|extensions?|kernels?|cuda ?graphs?)\b"),
         ("data_load", r"\b(?:datasets?|data ?loaders?|splits?|corpus|index\w*)\b"),
         ("model_load", r"\b(?:models?|engines?|weights|checkpoints?|ckpt|pretrained)\b"
                        r"|\.(?:pt|pth|bin|safetensors|ckpt|h5)\b"),
+        ("resource_wait", r"\b(?:waiting|wait(?:s|ed)? for|monitoring|not (?:up|ready) yet"
+                          r"|retrying|pending|queued)\b"),
     )) + BAR_WORDS
 # An announcement's words end where its details start (`Initializing an LLM engine with
 # config: model=..., download_dir=...`): the values after it name other things.

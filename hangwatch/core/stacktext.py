@@ -87,7 +87,8 @@ def logged_stacks(lines: list[str]) -> list[list[tuple[int, Frame]]]:
         found = _LOGGED_FRAME.search(line)
         if found is not None:
             func, file, first = found["func"], found["file"], found["comma"] is None
-        elif stacks and stacks[-1][0] and (found := FRAME_LINE.match(line)) is not None:
+        elif (found := FRAME_LINE.match(line)) is not None and (
+                (stacks and stacks[-1][0]) or _headless(found, lines, index)):
             func, file, first = found["func"], found["file"], True
         else:
             continue
@@ -98,6 +99,13 @@ def logged_stacks(lines: list[str]) -> list[list[tuple[int, Frame]]]:
             stacks.append((first, []))  # frames with no header before them
         stacks[-1][1].append((index, frame))
     return [frames if first else frames[::-1] for first, frames in stacks if frames]
+
+
+def _headless(found: re.Match[str], lines: list[str], index: int) -> bool:
+    """py-spy's frames pasted without their thread's header: a Python file's frame with
+    another frame after it (one indented `f (x.py:3)` alone is no stack)."""
+    return (found["file"].endswith(".py") and index + 1 < len(lines)
+            and FRAME_LINE.match(lines[index + 1]) is not None)
 
 
 def normalise(function: str, file: str) -> Frame | None:

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from hangwatch.core.before import BEFORE_LINES, place_at_silence, place_before
+from hangwatch.core.before import BEFORE_LINES, place_at_silence, place_before, stack_place
 from hangwatch.core.clock import FakeClock
 from hangwatch.core.engine import Engine
 from hangwatch.core.order import USUAL, expected_next
@@ -375,6 +375,22 @@ def test_a_stack_whose_only_known_frame_is_the_training_scripts_is_the_training_
              "    main (train.py:22)"]
     assert fed(["rank 0 quiet", *inner]).state()["context"].startswith(
         "where it went quiet: collective, ")  # an inner frame a rule knows names it
+
+
+def test_a_frameworks_own_loop_in_a_pasted_stack_names_training_or_evaluation():
+    fit = ["    __to_tensor (pytorch_lightning/core/module.py:619)",
+           "    log (pytorch_lightning/core/module.py:447)",
+           "    training_step (nemo/collections/nlp/models/megatron_gpt_model.py:653)",
+           "    _training_step (pytorch_lightning/loops/optimization/automatic.py:315)"]
+    assert fed(["rank 0 quiet", *fit]).state()["place"] == "generic:train_loop"
+    evaluating = ["    __to_tensor (lightning/pytorch/core/module.py:619)",
+                  "    _evaluation_step (lightning/pytorch/loops/evaluation_loop.py:411)",
+                  "    run (lightning/pytorch/loops/evaluation_loop.py:141)"]
+    rules = load_rule_set()  # (read whole, evaluation_loop.py's name opens an evaluation)
+    place = stack_place(evaluating, rules.stack_rules,
+                        lambda phase_id: rules.phase(f"generic:{phase_id}"))
+    assert place is not None and place.phase is not None
+    assert place.phase.id == "generic:evaluation"
 
 
 def test_a_dump_waiting_on_torchs_extension_lock_is_a_build():

@@ -161,4 +161,6 @@ def test_stacks_in_a_log_are_read_innermost_first_whichever_way_they_are_printed
         ["wait (threading.py)", "loop (train.py)"],
         ["read (safetensors/torch.py)", "main (train.py)"],
     ]
-    assert logged_stacks(["    f (x.py:3)", "plain"]) == []  # py-spy's shape needs its header
+    assert logged_stacks(["    f (x.py:3)", "plain"]) == []  # one such line is no stack
+    pasted = logged_stacks(["    f (x.py:3)", "    g (y.py:9)", "plain"])  # header cut off
+    assert [[frame.function for _, frame in stack] for stack in pasted] == [["f", "g"]]

@@ -42,6 +42,7 @@ NAMED = [
     ("Step 100 | loss: 2.31 | lr: 3e-4", "train_loop"),
     # evaluation, checkpoints, builds, data, resources, shutdown
     ("Start inference on 500 batches", "evaluation"),
+    ("Compiling module primitive_computation_convert_element_type.3", "build"),
     ("[>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>] 458/458, 0.5 task/s, elapsed: 962s, ETA:     0s",
      "evaluation"),
     ("***** Running Evaluation *****", "evaluation"),
@@ -122,6 +123,10 @@ SIGNALED = [
     ("An MPI communication peer process has unexpectedly disconnected.  This", "missing_peer"),
     ("WARNING: Open MPI failed to TCP connect to a peer MPI process.  This", "connection_error"),
     ("WARNING: Open MPI failed to handshake with a connecting peer MPI", "connection_error"),
+    ("[rank0]:[E103 21:38:08.812846781 ProcessGroupNCCL.cpp:2241] [PG ID 0 PG GUID 0(default_pg) "
+     "Rank 0]  failure detected by watchdog at work sequence id: 16172", "watchdog"),
+    ("Very slow compile?  If you want to file a bug, run with envvar "
+     "XLA_FLAGS=--xla_dump_to=/tmp/foo and attach the results.", "stall_warning"),
 ]
 NOT_SIGNALED = [
     ("#SBATCH --time=02:00:00  # time limit of the job", "timeout"),
