@@ -129,7 +129,7 @@ def test_check_and_snapshot_print_log_text_escaped():
                   "last_completed": None, "quiet_s": 1.0, "threshold_s": 1.0, "lines": {"a": 1},
                   "timeline": [], "marker": HOSTILE[0], "threshold_from": "default",
                   "context": HOSTILE[1], "between": HOSTILE[2],
-                  "place": "p", "place_title": HOSTILE[3],
+                  "place": "p", "place_title": HOSTILE[3], "kind": "train_loop",
                   "last_line": {"source": HOSTILE[4], "line": 3, "text": HOSTILE[5]},
                   "waits": [{"template": line, "count": 2, "span_s": 1.0, "why": "identical"}
                             for line in HOSTILE],

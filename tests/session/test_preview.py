@@ -31,6 +31,7 @@ RULES = load_rule_set()
 PREFILTER = prefilter_for(RULES)  # built once: every engine here shares it, as serve's do
 PLACE = ("phase", "step", "last_step", "last_completed", "marker", "threshold_s",
          "threshold_from", "finished", "lines")
+CORPUS = ROOT / "tests" / "corpus"
 FIXTURES = sorted([*(ROOT / "tests" / "corpus").rglob("*.log"),
                    *(ROOT / "tests" / "fixtures").rglob("*.log"), ROOT / "docs" / "examples" /
                    "train.log"])
@@ -97,22 +98,24 @@ def test_preview_of_per_step_logs_names_the_same_place_as_reading_all(steplogs):
 
 
 def test_preview_of_fixture_logs_names_the_same_place_or_declines():
-    named = 0
+    named = 0  # tails of the fixture logs (not the corpus's excerpts) that name a place
     for log in FIXTURES:
         size = log.stat().st_size
         for tail in (size // 3, size // 2):
             preview = tail_preview(str(log), engine, min_bytes=0, tail_bytes=max(tail, 1))
             if preview is None:
                 continue
-            named += 1
+            named += CORPUS not in log.parents
             # A phase whose start line repeats without completing is named by its first
             # start, which a tail may not hold: its marker can differ then, and the session
             # reports the stall again with the whole log's marker when it has read it all.
             mine, right = place(preview.engine), place(whole(log))
             assert mine | {"marker": None} == right | {"marker": None}, (log, tail)
     # The others decline: no anchored place in the tail (the held-out excerpts, a few dozen
-    # lines each, decline at a third or half of their size).
-    assert named > len(FIXTURES) // 6
+    # lines each, mostly decline at a third or half of their size; their number grows with
+    # each batch, so the bar is set on the fixture logs alone).
+    fixtures = [log for log in FIXTURES if CORPUS not in log.parents]
+    assert named > len(fixtures) // 2
 
 
 def session_events(log: Path, tmp_path: Path, *, with_preview: bool) -> list:
