@@ -5,8 +5,9 @@ the lines just before it usually do: a validation bar, a save, step N, a tokenis
 `place_before` reads those lines, newest first, and returns the newest that names a phase
 (a rule's START), or a progress bar or counter (with the newest phase line behind it, when
 there is one in the window). With no stop line, `place_at_silence` reads the last lines the
-same way for bars, counters, metrics and lines announcing an action begun. Pure: the engine
-hands it the lines it kept.
+same way for bars, counters, metrics, and lines announcing an action begun or saying one
+finished; `stack_place` for a stack printed there. Pure: the engine hands it the lines it
+kept.
 """
 
 from __future__ import annotations
