@@ -12,7 +12,7 @@ from typing import TextIO
 from hangwatch.commands.watch import make_reporters, snapshot_options
 from hangwatch.errors import ExitStatus, HangwatchError
 from hangwatch.packs.load import load_rule_set
-from hangwatch.session.engines import engine_for
+from hangwatch.session.engines import engine_for, prefilter_for
 from hangwatch.session.evidence import evidence_collector
 from hangwatch.session.session import Session, SessionOptions
 
@@ -25,9 +25,10 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="hangwatch-demo-"))
     log = workdir / "train.log"
     rules = load_rule_set()
-    engine = engine_for(rules, args)
-    if engine.prefilter is not None:
-        engine.prefilter.warm()  # ready before the job's first line, whatever the cache holds
+    prefilter = prefilter_for(rules)
+    if prefilter is not None:
+        prefilter.warm()  # ready before the job's first line, whatever the cache holds
+    engine = engine_for(rules, args, prefilter=prefilter)  # its clock starts after that
     print(f"demo: starting a GKD-style job that writes {log} and hangs in weight sync; "
           f"stall threshold {args.stall:g}s", file=out, flush=True)
     child = subprocess.Popen([sys.executable, "-m", "hangwatch.jobs.demo_job", str(log)],
