@@ -77,13 +77,12 @@ def _stage(phase: PhaseRule, generic: dict[str, PhaseRule], rules: Rules) -> int
     if phase.kind is not None:
         kind = f"generic:{phase.kind}"
         return next((i for i, ids in enumerate(GENERIC_ORDER) if kind in ids), None)
+    if phase.origin.generic:
+        return None  # a generic phase of no kind (a user's generic layer) has no stage
     names = (phase.title, phase.id.replace("_", " "))
     for stage, ids in enumerate(GENERIC_ORDER):
         for phase_id in ids:
-            if phase.id == phase_id and phase.origin.generic:
-                return stage
             rule = generic.get(phase_id)
-            if rule is not None and not phase.origin.generic and any(
-                    rules.start_pattern(rule).search(n) for n in names):
+            if rule is not None and any(rules.start_pattern(rule).search(n) for n in names):
                 return stage
     return None
