@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import regex
 import yaml
 
 from hangwatch.commands.check import read_log, result
@@ -304,12 +303,7 @@ def generic_kinds(text: str, rules: RuleSet) -> tuple[str, ...]:
     timeout) and the generic one stays silent, yet the line is that kind all the same: an
     expectation of `generic:watchdog` is met by it."""
     return tuple(qualified(s.id, rules) or s.id for s in rules.signals
-                 if s.origin.pack == GENERIC_PACK and _compiled(s.match).search(text))
-
-
-@functools.cache
-def _compiled(pattern: str) -> regex.Pattern[str]:
-    return regex.compile(pattern)
+                 if s.origin.pack == GENERIC_PACK and rules.compiled(s.match).search(text))
 
 
 def places(named: Iterable[PhaseRule | None], rules: RuleSet) -> set[str]:
