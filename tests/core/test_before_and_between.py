@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from hangwatch.core.before import BEFORE_LINES, place_at_silence, place_before, stack_place
 from hangwatch.core.clock import FakeClock
 from hangwatch.core.engine import Engine
@@ -421,6 +423,43 @@ def test_nothing_open_after_a_packs_phase_names_the_next_one_it_declares():
     assert state["phase"] is None
     assert state["between"] == ("after Fetching the environment (fetch_env), before Spawning "
                                 "workers (spawn_workers), by the order of pack boot")
+
+
+NCCL_INIT = ["host:17:90 [0] NCCL INFO comm 0x5ed0b2f0 rank 0 nranks 2 cudaDev 0 busId 1000 - "
+             "Init START",
+             "host:18:91 [1] NCCL INFO comm 0x6f4a1dd0 rank 1 nranks 2 cudaDev 1 busId 2000 - "
+             "Init START",
+             "host:17:90 [0] NCCL INFO comm 0x5ed0b2f0 rank 0 nranks 2 cudaDev 0 busId 1000 - "
+             "Init COMPLETE",
+             "host:18:91 [1] NCCL INFO comm 0x6f4a1dd0 rank 1 nranks 2 cudaDev 1 busId 2000 - "
+             "Init COMPLETE"]
+
+
+def test_a_job_silent_after_nccl_init_completes_is_placed_before_its_first_collective():
+    e = engine()
+    for line in NCCL_INIT:
+        e.feed_line("log", line)
+    state = e.state()
+    assert state["phase"] is None
+    assert state["between"].startswith("after NCCL communicator init (nccl_comm_init), before "
+                                       "First NCCL collective (peers connect) "
+                                       "(nccl_first_collective)")
+    assert state["kind"] is None
+
+
+@pytest.mark.parametrize("line", [
+    "host:17:17 [0] NCCL INFO Launch mode Parallel",
+    "host:17:17 [0] NCCL INFO AllReduce: opCount 0 sendbuff 0x7f2abfe00200 recvbuff "
+    "0x7f2abfe00200 count 1 datatype 1 op 0 root 0 comm 0x5ed0b2f0 [nranks=2] stream 0xa5f5e20"])
+def test_nccls_first_launch_after_init_opens_the_first_collective_a_distributed_init(line):
+    e = engine()
+    for text in [*NCCL_INIT, line]:
+        e.feed_line("log", text)
+    state = e.state()
+    assert state["phase"] == "nccl_first_collective"
+    assert state["kind"] == "distributed_init"
+    e.feed_line("log", "host:17:17 [0] NCCL INFO AllReduce: opCount 1 sendbuff 0x1 recvbuff 0x1")
+    assert e.state()["phase"] == "nccl_first_collective"  # a later collective opens nothing
 
 
 def test_past_a_packs_last_phase_the_usual_order_of_a_training_job_says_what_follows():
