@@ -36,6 +36,11 @@ STOP = regex.compile(
     # the job stopped from outside, most often by a user who found it hung: a launcher passing
     # Ctrl-C or a kill on to its workers (a Ctrl-C traceback's own stack says more: stacks)
     r"|\bclosing signal\b|\bSIG(?:INT|TERM)\b")
+# The job stopped from outside (a Ctrl-C, a scheduler's or launcher's kill): what such a line
+# says (`Received Signals.SIGINT death signal, shutting down workers`) is the reaction to a hang,
+# not its place, which is in the lines before it. It opens no generic phase.
+INTERRUPTED = regex.compile(r"\bSIG(?:INT|TERM|HUP|KILL|QUIT)\b|\bKeyboardInterrupt\b"
+                            r"|(?i:\bctrl[- ]?c\b)")
 # A progress bar or a counter: where a loop was, even when no rule names the loop.
 COUNTER = regex.compile(
     r"\d{1,3}%\s*\||\|\s*\d+/\d+\s*\[|\b\d+\s*/\s*\d+\b"
@@ -196,13 +201,14 @@ def place_at_silence(lines: Sequence[str], starts: Callable[[str], Sequence[Phas
     alone. A bar nothing names is a training job's main loop, said as such. Newer than any
     of those, a line announcing an action begun or saying one finished names it by its
     words (`_recent`). A phase START found first is returned with `by_start` (the engine
-    read it already). `quiet` lines (a pack's noise: health probes, idle engine stats) are
-    passed over and do not count toward ANNOUNCE_LINES."""
+    read it already). `quiet` lines (a pack's noise: health probes, idle engine stats) and
+    lines saying the job was stopped from outside (INTERRUPTED) are passed over and do not
+    count toward ANNOUNCE_LINES."""
     found: tuple[str, int, PhaseRule | None] | None = None
     finished = False  # a line newer than the one being read says something finished
     said = 0  # lines read that are not quiet
     for back, text in enumerate(reversed(lines[-BEFORE_LINES:]), start=1):
-        if quiet(text):
+        if quiet(text) or INTERRUPTED.search(text):
             continue
         said += 1
         rules = starts(text)

@@ -14,6 +14,7 @@ import regex
 
 from hangwatch.core.before import (
     BEFORE_LINES,
+    INTERRUPTED,
     TEXT_CHARS,
     Place,
     is_stop,
@@ -462,6 +463,9 @@ class Engine:
         marks = dones or match.finish or not self.tracker.repeats_only(starts)
         where = Where(source, line, now_wall, parse_stamp(text) if marks else None, text)
         hit = match  # as the line hit: whether only generic rules did is asked of it
+        if starts and INTERRUPTED.search(text):  # stopped from outside: the place is before
+            starts = _pack_only(starts)
+            match = match._replace(phase_starts=starts)
         for rule in starts:  # a generic phase that does not nest: silent in a pack's
             if not rule.nests and self._inside_pack_phase(rule):
                 starts = tuple(r for r in starts if r.nests or not self._inside_pack_phase(r))
@@ -623,7 +627,10 @@ class Engine:
 
     def _starts(self, candidate: str) -> tuple[PhaseRule, ...]:
         found = self.rules.match(candidate)
-        return found.phase_starts if found is not None else ()
+        if found is None:
+            return ()
+        starts = found.phase_starts
+        return _pack_only(starts) if starts and INTERRUPTED.search(candidate) else starts
 
     def between(self) -> Between | None:
         """Nothing open: the place expected next after the last phase completed, or after
@@ -821,3 +828,10 @@ def _unique(advice: list[Advice]) -> Iterator[Advice]:
         if item.text not in seen:
             seen.add(item.text)
             yield item
+
+
+def _pack_only(starts: tuple[PhaseRule, ...]) -> tuple[PhaseRule, ...]:
+    """The STARTs of a line saying the job was stopped from outside (before.INTERRUPTED): a
+    pack's phase says what its framework does then; the generic layer's words there (`shutting
+    down workers`) are the reaction to a hang, not its place."""
+    return tuple(rule for rule in starts if not rule.origin.generic)

@@ -111,6 +111,41 @@ def test_a_place_named_after_the_fact_is_not_progress():
     assert e.idle() >= 50.0
 
 
+SIGINT = ("^C[2024-04-23 22:04:33,011] torch.distributed.elastic.agent.server.api: [WARNING] "
+          "Received Signals.SIGINT death signal, shutting down workers")
+CLOSING = ("[2024-04-23 22:04:33,012] torch.distributed.elastic.multiprocessing.api: [WARNING] "
+           "Sending process 1486799 closing signal SIGINT")
+
+
+def test_a_shutdown_said_by_a_line_about_an_outside_signal_is_no_place_the_lines_before_are():
+    e = engine()
+    for line in ["[2024-04-23 21:39:51,276] [INFO] [RANK:0] Starting trainer...", SIGINT,
+                 CLOSING]:
+        e.feed_line("log", line)
+    state = e.state()
+    assert state["phase"] == "generic:train_loop"
+    assert "named by the line before the stop" in state["context"]
+
+
+@pytest.mark.parametrize(("last", "phase"), [
+    ("Received SIGTERM, shutting down", "generic:data_load"),
+    ("Data written, shutting down", "generic:shutdown")])
+def test_a_shutdown_opens_only_when_no_outside_signal_stopped_the_job(last, phase):
+    e = engine()
+    for line in ["Tokenizing:  45%|####5     | 450/1000 [01:23<01:40]", last]:
+        e.feed_line("log", line)
+    assert e.state()["phase"] == phase
+
+
+def test_at_the_silence_a_line_about_an_outside_signal_is_passed_over():
+    e = engine()
+    for line in [" 45%|####5     | 450/1000 [01:23<01:40, 5.4it/s]",
+                 "Received SIGTERM, shutting down the workers"]:
+        e.feed_line("log", line)
+    state = e.state()
+    assert state["phase"] is None and state["place"] == "generic:train_loop"
+
+
 def test_a_stop_line_reads_the_same_lines_across_blocks_and_line_by_line():
     data = b"".join(x.encode() + b"\n" for x in
                     ["Sampling 3/50", "rank 3 still busy", TIMEOUT])
