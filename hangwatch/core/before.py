@@ -39,8 +39,10 @@ STOP = regex.compile(
 # The job stopped from outside (a Ctrl-C, a scheduler's or launcher's kill): what such a line
 # says (`Received Signals.SIGINT death signal, shutting down workers`) is the reaction to a hang,
 # not its place, which is in the lines before it. It opens no generic phase.
+# torchelastic's agent says `Received 2 death signal` for any of them; `^C` is the terminal's
+# echo of a Ctrl-C at the head of the next line.
 INTERRUPTED = regex.compile(r"\bSIG(?:INT|TERM|HUP|KILL|QUIT)\b|\bKeyboardInterrupt\b"
-                            r"|(?i:\bctrl[- ]?c\b)")
+                            r"|(?i:\bctrl[- ]?c\b|\bdeath signal\b)|^\^C")
 # A progress bar or a counter: where a loop was, even when no rule names the loop.
 COUNTER = regex.compile(
     r"\d{1,3}%\s*\||\|\s*\d+/\d+\s*\[|\b\d+\s*/\s*\d+\b"

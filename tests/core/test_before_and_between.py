@@ -129,12 +129,22 @@ def test_a_shutdown_said_by_a_line_about_an_outside_signal_is_no_place_the_lines
 
 @pytest.mark.parametrize(("last", "phase"), [
     ("Received SIGTERM, shutting down", "generic:data_load"),
+    ("^CWARNING:torch.distributed.elastic.agent.server.api:Received 2 death signal, shutting "
+     "down workers", "generic:data_load"),
     ("Data written, shutting down", "generic:shutdown")])
 def test_a_shutdown_opens_only_when_no_outside_signal_stopped_the_job(last, phase):
     e = engine()
     for line in ["Tokenizing:  45%|####5     | 450/1000 [01:23<01:40]", last]:
         e.feed_line("log", line)
     assert e.state()["phase"] == phase
+
+
+def test_a_bar_whose_description_names_an_evaluation_ends_the_training_loop_it_follows():
+    e = engine()
+    for line in ["epoch: [1/100], iter: 1100, lr: 0.001000, loss: 1.579126, batch_cost: 0.62 s",
+                 "eval model::  89% 178/200 [27:24<00:15,  1.42it/s]"]:
+        e.feed_line("log", line)
+    assert e.state()["phase"] == "generic:evaluation"
 
 
 def test_at_the_silence_a_line_about_an_outside_signal_is_passed_over():
