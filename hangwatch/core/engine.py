@@ -38,7 +38,7 @@ from hangwatch.core.events import (
 from hangwatch.core.history import History
 from hangwatch.core.lines import last_lines
 from hangwatch.core.model import PhaseRule
-from hangwatch.core.order import Between, expected_next
+from hangwatch.core.order import Between, after_finish, expected_next
 from hangwatch.core.phases import PhaseTracker, TimelineEntry, Where
 from hangwatch.core.prefilter import Prefilter
 from hangwatch.core.progress import ProgressJudge
@@ -648,6 +648,8 @@ class Engine:
                 return None  # lines since that no rule names: the job went on past it
         if last is None:
             return None
+        if self.finished is not None:
+            return after_finish(last, self.rules)
         if last.id not in self._between:
             self._between[last.id] = expected_next(last, self.rules)
         return self._between[last.id]

@@ -70,6 +70,17 @@ def expected_next(last: PhaseRule | None, rules: Rules) -> Between | None:
     return None
 
 
+FINISHED = "a job that says it finished exits next"
+
+
+def after_finish(last: PhaseRule, rules: Rules) -> Between | None:
+    """After a finish line (`[after training is done]`), what is left is the process's exit:
+    a job still there hangs in its shutdown (threads, workers or a process group not torn
+    down), whatever phase completed last."""
+    shutdown = next((p for p in rules.phases if p.id == "generic:shutdown"), None)
+    return Between(last, (shutdown,), FINISHED) if shutdown is not None else None
+
+
 def _stage(phase: PhaseRule, generic: dict[str, PhaseRule], rules: Rules) -> int | None:
     """The stage of the usual order `phase` belongs to: its kind's (a generic phase is its
     own kind), else, for a user's phase that declares none, the first stage whose words its

@@ -525,6 +525,18 @@ def test_past_a_packs_last_phase_the_usual_order_of_a_training_job_says_what_fol
     assert [r.id for r in after_save.before] == ["generic:train_loop", "generic:shutdown"]
 
 
+def test_after_a_finish_line_what_is_between_is_the_shutdown():
+    e = engine()
+    for line in [" iteration       50/      50 | consumed samples:  9600 | lm loss: 2.804868E-01",
+                 "[after training is done] datetime: 2025-11-24 21:52:53"]:
+        e.feed_line("log", line)
+    state = e.state()
+    assert state["finished"] and state["phase"] is None
+    assert state["between"] == ("after Megatron training iterations (megatron_train), before "
+                                "Shutting down (generic:shutdown), by a job that says it "
+                                "finished exits next")
+
+
 def test_a_phase_open_or_none_seen_names_nothing_between():
     e = engine()
     assert e.state()["between"] == ""
