@@ -239,7 +239,7 @@ def soak(folder: Path, seconds: float, warmup_s: float) -> Result:
         writers.finish()
         elapsed = time.monotonic() - start
         counted = drain(port, writers.written)
-        samples.append(settled(ps, start, steady(samples, "fds")))
+        samples.append(settled(ps, start, steady(samples, "fds"), steady(samples, "threads")))
     finally:
         writers.finish()
         stop(proc, timeout=30)
@@ -254,11 +254,13 @@ def soak(folder: Path, seconds: float, warmup_s: float) -> Result:
     return result
 
 
-def settled(ps: psutil.Process, start: float, fds: int) -> Sample:
+def settled(ps: psutil.Process, start: float, fds: int, threads: int) -> Sample:
     """The last sample, once a log rotated just before the end is let go (its follower keeps
-    it open for a grace period of quiet), or SETTLE_S pass."""
+    it open for a grace period of quiet) and a thread that comes and goes (a metrics scrape's
+    handler) has ended, or SETTLE_S pass: a leak stays past it, those do not."""
     deadline = time.monotonic() + SETTLE_S
-    while ps.num_fds() > fds and time.monotonic() < deadline:
+    while (ps.num_fds() > fds or ps.num_threads() > threads) and \
+            time.monotonic() < deadline:
         time.sleep(0.2)
     return sample(ps, time.monotonic() - start)
 

@@ -151,7 +151,8 @@ def render(data: dict[str, Any], out: TextIO) -> None:
         print("\nsignals:", file=out)
         for s in data["signals"]:
             during = f", {s['context']}" if s.get("context") else ""
-            print(safe(f"  {s['severity']:<8} {s['id']} x{s['count']} (last {s['source']}:"
+            kind = f" [{s['kind']}]" if s.get("kind") else ""
+            print(safe(f"  {s['severity']:<8} {s['id']}{kind} x{s['count']} (last {s['source']}:"
                        f"{s['line']}{during}): {s['text'].strip()[:160]}"), file=out)
     if data["advice"]:
         print("\nadvice:", file=out)

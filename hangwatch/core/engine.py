@@ -37,7 +37,7 @@ from hangwatch.core.events import (
 )
 from hangwatch.core.history import History
 from hangwatch.core.lines import last_lines
-from hangwatch.core.model import PhaseRule
+from hangwatch.core.model import PhaseRule, SignalRule
 from hangwatch.core.order import Between, after_finish, expected_next
 from hangwatch.core.phases import PhaseTracker, TimelineEntry, Where
 from hangwatch.core.prefilter import Prefilter
@@ -441,8 +441,9 @@ class Engine:
             "finished": self.finished is not None,
             "lines": dict(self.lines),
             "signals": [
-                {"id": k, "severity": r.last.severity, "count": r.count, "line": r.last.line,
-                 "source": r.last.source, "text": r.last.text, "context": r.last.context}
+                {"id": k, "kind": self._signal_kind(k), "severity": r.last.severity,
+                 "count": r.count, "line": r.last.line, "source": r.last.source,
+                 "text": r.last.text, "context": r.last.context}
                 for k, r in self.signals.items()
             ],
             "timeline": self.timeline(),
@@ -491,8 +492,7 @@ class Engine:
                     break
             events.extend(started)
         for signal in signals:
-            events.extend(self._signal(signal.id, signal.severity, signal.advice, source, line,
-                                       text, now_wall))
+            events.extend(self._signal(signal, source, line, text, now_wall))
         if match.finish is not None:
             events.extend(self.tracker.finish_all(where))
             self.finished = FinishEvent(match.finish.id, source, line, text, now_wall)
@@ -621,6 +621,12 @@ class Engine:
         named = step[0] if step else self.tracker.current or self.placed()
         return named.kind if named is not None else None
 
+    def _signal_kind(self, signal_id: str) -> str | None:
+        """The kind of trouble (core/model.SIGNAL_KINDS) a signal says, one word for any
+        framework's; None for one of no such kind (a traceback) or no longer in the rules."""
+        rule = self.rules.signal(signal_id)
+        return rule.kind if rule is not None else None
+
     def _is_noise(self, candidate: str) -> bool:
         found = self.rules.match(candidate)
         return found is not None and found.noise is not None
@@ -698,13 +704,14 @@ class Engine:
             return None
         return f"{entry.source}:{entry.line}: {entry.text}"
 
-    def _signal(self, signal_id: str, severity: Any, advice: tuple[str, ...], source: str,
-                line: int, text: str, wall: float) -> Iterator[SignalEvent]:
+    def _signal(self, rule: SignalRule, source: str, line: int, text: str,
+                wall: float) -> Iterator[SignalEvent]:
+        signal_id, severity = rule.id, rule.severity
         context = self._context(text) if severity != "info" else ""
         during = f" ({context})" if context else ""
         because = f"signal {signal_id} at {source}:{line}{during}: {text.strip()[:160]}"
         event = SignalEvent(signal_id, severity, source, line, text, wall,
-                            tuple(Advice(a, because) for a in advice), context)
+                            tuple(Advice(a, because) for a in rule.advice), context, rule.kind)
         self._phase_signals[signal_id] = event
         now = self.clock.monotonic()
         record = self.signals.get(signal_id)

@@ -48,6 +48,7 @@ class SignalEvent:
     wall: float
     advice: tuple[Advice, ...] = ()
     context: str = ""  # what the job was doing by the markers before it; the collective
+    kind: str | None = None  # the kind of trouble it says (core/model.SIGNAL_KINDS)
 
 
 @dataclass(frozen=True)

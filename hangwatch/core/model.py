@@ -28,6 +28,11 @@ class Origin:
 # the generic layer's phases, and what a pack's phase declares itself as (`kind:`).
 KINDS = ("resource_wait", "data_load", "model_load", "distributed_init", "build", "train_loop",
          "evaluation", "checkpoint_save", "shutdown")
+# The kinds of trouble a signal line says, whatever a framework's words: the generic layer's
+# signals, and what a pack's signal declares itself as (`kind:`; the NCCL watchdog's
+# collective timeout is a `timeout`, vLLM's shared-memory wait a `stall_warning`).
+SIGNAL_KINDS = ("stall_warning", "timeout", "watchdog", "oom", "connection_error",
+                "address_in_use", "missing_peer")
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,7 @@ class SignalRule:
     severity: Severity
     origin: Origin
     advice: tuple[str, ...] = ()
+    kind: str | None = None  # one of SIGNAL_KINDS; a generic signal is its own kind
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,7 @@ class RuleSet:
             rule for generic in (False, True) for pack in self.packs
             if pack.generic == generic for rule in pack.stack_rules)
         self._by_phase = {p.id: p for p in self.phases}
+        self._by_signal = {s.id: s for s in self.signals}
         self._starts = [Compiled(p, regex.compile(p.start)) for p in self.phases]
         self._dones = [Compiled(p, regex.compile(p.done)) for p in self.phases if p.done]
         self._signals = [Compiled(s, regex.compile(s.match)) for s in self.signals]
@@ -79,6 +80,9 @@ class RuleSet:
 
     def phase(self, phase_id: str) -> PhaseRule | None:
         return self._by_phase.get(phase_id)
+
+    def signal(self, signal_id: str) -> SignalRule | None:
+        return self._by_signal.get(signal_id)
 
     def start_pattern(self, phase: PhaseRule) -> regex.Pattern[str]:
         """The phase's START, compiled once (a pack may hold thousands of phases: more than

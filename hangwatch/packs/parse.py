@@ -14,6 +14,7 @@ from hangwatch.core.evidence import WHEN_KEYS
 from hangwatch.core.model import (
     KINDS,
     SEVERITIES,
+    SIGNAL_KINDS,
     DiagnosisRule,
     FinishRule,
     NoiseRule,
@@ -37,7 +38,7 @@ SECTION_KEYS: dict[str, tuple[set[str], set[str]]] = {
     # section: (required keys, optional keys)
     "phases": ({"id", "start"}, {"title", "done", "stall_after", "advice", "parent", "nests",
                                  "kind"}),
-    "signals": ({"id", "match"}, {"severity", "advice"}),
+    "signals": ({"id", "match"}, {"severity", "advice", "kind"}),
     "noise": ({"id", "match"}, set()),
     "progress": ({"id", "match"}, {"counter", "heartbeat"}),
     "finish": ({"id", "match"}, set()),
@@ -212,20 +213,21 @@ class _PackParser:
         if not isinstance(nests, bool):
             self.error("`nests` must be true or false", item.key_lines["nests"], item["id"])
             return None
-        kind = self._kind(item)
+        kind = self._kind(item, KINDS)
         if start is None or ("done" in item and done is None) or kind == "":
             return None
         return PhaseRule(id=item["id"], title=str(title), start=start, done=done,
                          stall_after=stall_after, advice=self._advice(item), origin=origin,
                          parent=parent, nests=nests, kind=kind)
 
-    def _kind(self, item: YamlMapping) -> str | None:
-        """The kind of place a phase is; a generic phase is its own. "" after an error."""
+    def _kind(self, item: YamlMapping, kinds: tuple[str, ...]) -> str | None:
+        """The kind of place a phase is, or of trouble a signal says; a generic rule is its
+        own. "" after an error."""
         if self.generic:
-            return str(item["id"]) if item["id"] in KINDS else None
+            return str(item["id"]) if item["id"] in kinds else None
         kind = item.get("kind")
-        if kind is not None and kind not in KINDS:
-            self.error(f"`kind` must be one of {', '.join(KINDS)}, not {kind!r}",
+        if kind is not None and kind not in kinds:
+            self.error(f"`kind` must be one of {', '.join(kinds)}, not {kind!r}",
                        item.key_lines["kind"], item["id"])
             return ""
         return kind
@@ -237,10 +239,11 @@ class _PackParser:
             self.error(f"`severity` must be one of {', '.join(SEVERITIES)}, not {severity!r}",
                        item.key_lines["severity"], item["id"])
             return None
-        if pattern is None:
+        kind = self._kind(item, SIGNAL_KINDS)
+        if pattern is None or kind == "":
             return None
         return SignalRule(id=item["id"], match=pattern, severity=severity,
-                          advice=self._advice(item), origin=origin)
+                          advice=self._advice(item), origin=origin, kind=kind)
 
     def _noise(self, item: YamlMapping, origin: Origin) -> NoiseRule | None:
         pattern = self._regex(item, "match")

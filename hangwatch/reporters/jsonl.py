@@ -31,7 +31,7 @@ def event_dict(event: Event) -> dict[str, Any] | None:
                 "state": event.state, "parent": event.parent, "source": event.source,
                 "line": event.line, "time": event.wall}
     if isinstance(event, SignalEvent):
-        return {"event": "signal", "id": event.id, "severity": event.severity,
+        return {"event": "signal", "id": event.id, "kind": event.kind, "severity": event.severity,
                 "source": event.source, "line": event.line, "text": event.text,
                 "context": event.context, "time": event.wall}
     if isinstance(event, FinishEvent):

@@ -53,6 +53,15 @@ def test_a_timeout_with_no_phase_open_takes_the_phase_of_the_lines_before_it():
     assert "2 line(s) before" in state["context"]
 
 
+def test_a_packs_signal_carries_the_kind_of_trouble_it_declares_in_its_event_and_state():
+    e = engine()
+    events = e.feed_line("log", TIMEOUT)
+    kinds = [getattr(ev, "kind", None) for ev in events if type(ev).__name__ == "SignalEvent"]
+    assert kinds == ["timeout"]
+    assert [(s["id"], s["kind"]) for s in e.state()["signals"]] == [
+        ("nccl_collective_timeout", "timeout")]
+
+
 def test_a_progress_bar_after_the_phase_line_is_the_place_shown():
     rules = load_rule_set()
     lines = ["Running evaluation", " 45%|####5     | 450/1000 [01:23<01:40, 5.4it/s]",

@@ -328,6 +328,8 @@ def judge(entry: Entry, rules: RuleSet) -> Outcome:
     placed = qualified(state["place"], rules)  # nothing open: the place the lines before show
     signals = tuple(qualified(s["id"], rules) or s["id"] for s in state["signals"])
     signals += tuple(kind for s in state["signals"] for kind in generic_kinds(s["text"], rules))
+    signals += tuple(GENERIC_PREFIX + s["kind"] for s in state["signals"] if s["kind"])
+    signals = tuple(dict.fromkeys(signals))  # a kind said twice is one answer
     if entry.healthy:
         errors = any(s["severity"] == "error" for s in state["signals"])
         right = data["verdict"] != "stalled" and not errors

@@ -271,3 +271,31 @@ phases:
 """, "mine.yaml")
     assert "mine.yaml:4: rule warm: `kind` must be one of resource_wait, data_load" in \
         str(caught.value)
+
+
+def test_a_signal_declares_its_kind_of_trouble_and_a_wrong_kind_is_named_with_its_line():
+    pack = load_pack_text("""\
+pack: mine
+signals:
+  - id: rpc_stuck
+    kind: timeout
+    match: 'RPC .* timed out'
+""", "mine.yaml")
+    assert pack.signals[0].kind == "timeout"
+    with pytest.raises(ConfigErrors) as caught:
+        load_pack_text("""\
+pack: mine
+signals:
+  - id: rpc_stuck
+    kind: phase
+    match: 'RPC .* timed out'
+""", "mine.yaml")
+    assert "mine.yaml:4: rule rpc_stuck: `kind` must be one of stall_warning, timeout" in \
+        str(caught.value)
+
+
+def test_a_generic_signal_is_its_own_kind_and_a_pack_signal_of_none_has_none():
+    rules = load_rule_set()
+    timeout, traceback = rules.signal("generic:timeout"), rules.signal("python_traceback")
+    assert timeout is not None and timeout.kind == "timeout"
+    assert traceback is not None and traceback.kind is None
