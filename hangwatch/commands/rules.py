@@ -23,9 +23,10 @@ from hangwatch.core.clock import FakeClock
 from hangwatch.core.events import PhaseEvent
 from hangwatch.core.hitcounts import HitCounter, HitLines
 from hangwatch.core.lines import LineSplitter
+from hangwatch.core.meaning import HitKind, LineMatch
 from hangwatch.core.model import PhaseRule, RulePack
 from hangwatch.core.progress import ProgressJudge
-from hangwatch.core.rules import KINDS, LineMatch, RuleSet
+from hangwatch.core.rules import KINDS, RuleSet
 from hangwatch.core.stackrules import StackRule
 from hangwatch.core.wrap import Unwrapper, physical
 from hangwatch.errors import ConfigError, ConfigErrors, ExitStatus, HangwatchError
@@ -376,9 +377,6 @@ class LineReport:
 
 
 NO_HIT = LineMatch()
-# The prefilter's kinds of hit, as `rules test` names them.
-COUNTED_AS = {"start": "phase-start", "done": "phase-done", "signal": "signal",
-              "progress": "progress", "noise": "noise", "finish": "finish"}
 
 
 class RuleTester:
@@ -400,7 +398,7 @@ class RuleTester:
                                    unwrap=False)
         self.unwrapper = Unwrapper()
         self._joined: list[int] = []  # of the block being read (core/wrap.py)
-        self.counts: Counter[tuple[str, str]] = Counter()
+        self.counts: Counter[tuple[HitKind, str]] = Counter()
         self.lines = 0  # rows of the log read (line numbers)
         self.joined = 0  # of those, rows a terminal wrapped, joined onto the row before
         self.unmatched = 0
@@ -425,7 +423,7 @@ class RuleTester:
         for _, _, match in hits:
             self._count(match)
         for rule, n in noise.items():
-            self.counts[("noise", rule.id)] += n
+            self.counts[(HitKind.NOISE, rule.id)] += n
         matched = len(hits) + sum(noise.values())
         self.unmatched += count - matched
         if detail:
@@ -446,7 +444,7 @@ class RuleTester:
         counts, matched, feed = self.counter.counts(
             data, self._example if len(self.examples) < EXAMPLES else None)
         for (kind, rule), n in counts.items():
-            self.counts[(COUNTED_AS[kind], rule.id)] += n
+            self.counts[(kind, rule.id)] += n
         self.unmatched += count - matched
         self.engine.feed_block("log", b"".join(raw + b"\n" for raw in feed))
 
@@ -458,16 +456,8 @@ class RuleTester:
         return [(i, raw, match) for i, raw, match in found if match is not None], Counter()
 
     def _count(self, match: LineMatch) -> None:
-        progress = [rule for rule, _ in match.progress]
-        for kind, rules in (("phase-done", match.phase_dones),
-                            ("phase-start", match.phase_starts), ("signal", match.signals),
-                            ("progress", progress)):
-            for rule in rules:
-                self.counts[(kind, rule.id)] += 1
-        if match.noise is not None:
-            self.counts[("noise", match.noise.id)] += 1
-        if match.finish is not None:
-            self.counts[("finish", match.finish.id)] += 1
+        for kind, rule in match.hits():
+            self.counts[(kind, rule.id)] += 1
 
     def _find_examples(self, data: bytes, hits: list[tuple[int, bytes, LineMatch]]) -> None:
         hit = {i for i, _, _ in hits}
@@ -516,14 +506,14 @@ class RuleTester:
         phases = {(e.phase, e.state) for e in events if isinstance(e, PhaseEvent)}
         for phase in match.phase_dones:
             done = (phase.id, "completed") in phases
-            yield self._hit("phase-done", phase.id, "completed" if done else "was not open")
+            yield self._hit(HitKind.PHASE_DONE, phase.id, "completed" if done else "was not open")
         for phase in match.phase_starts:
             started = (phase.id, "started") in phases
-            yield self._hit("phase-start", phase.id, "started" if started else "already open")
+            yield self._hit(HitKind.PHASE_START, phase.id, "started" if started else "already open")
         for signal in match.signals:
-            yield self._hit("signal", signal.id, signal.severity)
+            yield self._hit(HitKind.SIGNAL, signal.id, signal.severity)
         if match.noise is not None:
-            yield self._hit("noise", match.noise.id, "output, not progress")
+            yield self._hit(HitKind.NOISE, match.noise.id, "output, not progress")
         for progress, found in match.progress:
             advanced = judge is not None and judge.advances([(progress, found)])
             if progress.counter is not None:
@@ -531,12 +521,12 @@ class RuleTester:
                 detail = f"{progress.counter}={value} " + ("grew" if advanced else "did not grow")
             else:
                 detail = "heartbeat " + ("changed" if advanced else "unchanged")
-            yield self._hit("progress", progress.id, detail, advanced=advanced)
+            yield self._hit(HitKind.PROGRESS, progress.id, detail, advanced=advanced)
         if match.finish is not None:
-            yield self._hit("finish", match.finish.id, "the job ended cleanly")
+            yield self._hit(HitKind.FINISH, match.finish.id, "the job ended cleanly")
 
-    def _hit(self, kind: str, rule_id: str, detail: str, **extra: Any) -> dict[str, Any]:
-        return {"kind": kind, "rule": rule_id, "pack": self.owner.get(rule_id, "?"),
+    def _hit(self, kind: HitKind, rule_id: str, detail: str, **extra: Any) -> dict[str, Any]:
+        return {"kind": kind.value, "rule": rule_id, "pack": self.owner.get(rule_id, "?"),
                 "detail": detail, **extra}
 
     def never_hit(self, packs: set[str]) -> list[dict[str, str]]:
@@ -561,7 +551,7 @@ class RuleTester:
             "lines": self.lines - self.joined,
             "matched": self.lines - self.joined - self.unmatched,
             "wrapped_rows": self.joined,
-            "hits": [{"kind": k, "rule": r, "pack": self.owner.get(r, "?"), "count": n}
+            "hits": [{"kind": k.value, "rule": r, "pack": self.owner.get(r, "?"), "count": n}
                      for (k, r), n in sorted(self.counts.items())],
             "never_hit_scope": sorted(scope),
             "never_hit": self.never_hit(scope),

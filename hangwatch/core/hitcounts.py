@@ -10,12 +10,12 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from hangwatch.core.prefilter import PlainFinder, Prefilter, bits, line_match
-from hangwatch.core.rules import LineMatch
-from hangwatch.core.segments import QUIET
+from hangwatch.core.meaning import HitKind, LineMatch, line_meaning
+from hangwatch.core.prefilter import PlainFinder, Prefilter, bits
 
 # See HitCounter.counts: lines hit by kind and rule, lines hit, lines to feed.
-HitCounts = tuple[Counter[tuple[str, Any]], int, list[bytes]]
+HitCounts = tuple[Counter[tuple[HitKind, Any]], int, list[bytes]]
+Keys = tuple[tuple[tuple[HitKind, Any], ...], bool]  # see `_keys`
 HitLines = tuple[list[tuple[int, bytes, LineMatch]], Counter[Any]]
 
 
@@ -25,10 +25,9 @@ class HitCounter:
 
     def __init__(self, prefilter: Prefilter) -> None:
         self._prefilter = prefilter
-        self._noise = tuple(e for e in prefilter.entries if e.kind == "noise")
         # What `counts` takes of a line, by its flags (ASCII) or its patterns found.
-        self._counts: dict[int, tuple[tuple[tuple[str, Any], ...], bool] | None] = {}
-        self._keys_by_hits: dict[int, tuple[tuple[tuple[str, Any], ...], bool]] = {}
+        self._counts: dict[int, Keys | None] = {}
+        self._keys_by_hits: dict[int, Keys] = {}
 
     def counts(self, data: bytes,
                unmatched: Callable[[bytes], bool] | None = None) -> HitCounts:
@@ -38,14 +37,14 @@ class HitCounter:
         hits, in order. Lines no rule hits go to `unmatched`, in order, until it returns
         False. A line that only rules exact on it hit needs no `regex` search."""
         first_noise = self._first_noise(data)
-        counts: Counter[tuple[str, Any]] = Counter()
+        counts: Counter[tuple[HitKind, Any]] = Counter()
         feed: list[bytes] = []
         finder = PlainFinder(self._prefilter, data)
         wanted, take = unmatched is not None, unmatched or (lambda _raw: False)
         flagged = self._prefilter.flagged(data)
         loose = self._loose_masks(data, [(s, e) for s, e, m in flagged
                                          if m >> self._prefilter.other_id & 1])
-        seen: dict[int, tuple[tuple[tuple[str, Any], ...], int]] = {}  # keys (cached), lines
+        seen: dict[int, tuple[tuple[tuple[HitKind, Any], ...], int]] = {}  # keys (cached), lines
         hit = pos = 0
         for start, end, mask in [*flagged, (len(data), len(data), 0)]:
             while wanted and (at := finder.next(pos, start)) is not None:
@@ -63,7 +62,7 @@ class HitCounter:
                 known = self._confirmed(data[start:end], loose[start])
             if known is None:
                 raw = data[start:end]
-                match = self._full(raw, self._prefilter.candidates(raw, mask))
+                match = self._prefilter.meaning(raw, self._prefilter.candidates(raw, mask))[1]
                 known = ((), False) if match is None else _keys(match)
             keys, more = known
             if keys:
@@ -77,17 +76,18 @@ class HitCounter:
             for key in keys:
                 counts[key] += n
         for i in first_noise.values():
-            counts[("noise", self._prefilter.entries[self._prefilter.noise_pids[i]].rule)] += 1
+            counts[(HitKind.NOISE,
+                    self._prefilter.entries[self._prefilter.noise_pids[i]].rule)] += 1
         return counts, hit + len(first_noise), feed
 
-    def _counted(self, mask: int) -> tuple[tuple[tuple[str, Any], ...], bool] | None:
+    def _counted(self, mask: int) -> Keys | None:
         """What `counts` takes of an ASCII line so flagged (exact noise included): the
         (kind, rule) pairs it counts and whether more than noise hits; None when a `regex`
         search must decide."""
         if mask not in self._counts:
             plan = self._prefilter.plan(mask, True)
             exact = all(e.exact for e in plan.search)  # progress rules: sure hits, uncounted
-            hits = sum(1 << e.pid for e in (*(e for e, _ in plan.known), *plan.search))
+            hits = sum(1 << pid for pid in (*plan.known_pids, *(e.pid for e in plan.search)))
             self._counts[mask] = self._keyed(hits) if exact else None
         return self._counts[mask]
 
@@ -109,7 +109,7 @@ class HitCounter:
         db.scan(joined, match_event_handler=on_match)
         return {start: mask for (start, _), mask in zip(lines, masks, strict=True)}
 
-    def _confirmed(self, raw: bytes, mask: int) -> tuple[tuple[tuple[str, Any], ...], bool]:
+    def _confirmed(self, raw: bytes, mask: int) -> Keys:
         """What `counts` takes of a line with other bytes whose loose forms `mask` hit:
         each of those patterns is searched for with `regex`."""
         text = raw.decode("utf-8", "replace")
@@ -120,16 +120,13 @@ class HitCounter:
                 hits |= 1 << pid
         return self._keyed(hits)
 
-    def _keyed(self, hits: int) -> tuple[tuple[tuple[str, Any], ...], bool]:
+    def _keyed(self, hits: int) -> Keys:
         """The (kind, rule) pairs a line that these patterns hit counts, and whether more
-        than noise hits it: as `_line_match`, and when only noise counts (a pack's noise
-        outranks generic words), the first noise rule, as RuleSet.match says."""
+        than noise hits it: what the line means (`core/meaning.py`)."""
         known = self._keys_by_hits.get(hits)
         if known is None:
             entries = [self._prefilter.entries[pid] for pid in bits(hits)]
-            match = line_match([(e, None) for e in entries])
-            if match is QUIET:
-                match = LineMatch(noise=next(e.rule for e in entries if e.kind == "noise"))
+            match = line_meaning([(e.kind, e.rule, None) for e in entries])
             known = self._keys_by_hits[hits] = ((), False) if match is None else _keys(match)
         return known
 
@@ -143,13 +140,14 @@ class HitCounter:
         first_noise = self._first_noise(data)  # by line end, of the lines exact noise hits
         rows: list[tuple[int, int, LineMatch]] = []  # (line start, line end, match)
         for start, end, mask in flagged:
-            match = self._full(data[start:end], self._prefilter.candidates(data[start:end], mask))
+            raw = data[start:end]
+            match = self._prefilter.meaning(raw, self._prefilter.candidates(raw, mask))[1]
             if match is not None:
                 rows.append((start, end, match))
             first_noise.pop(end, None)
         rules = [self._prefilter.entries[pid].rule for pid in self._prefilter.noise_pids]
         noise: Counter[Any] = Counter()
-        if noise_lines:
+        if noise_lines:  # each means its first noise rule (`core/meaning.py`): no other hits it
             rows += [(data.rfind(b"\n", 0, end) + 1, end, LineMatch(noise=rules[i]))
                      for end, i in first_noise.items()]
             rows.sort(key=lambda row: row[0])
@@ -167,8 +165,8 @@ class HitCounter:
     def _first_noise(self, data: bytes) -> dict[int, int]:
         """Line end -> index in `Prefilter.noise_pids` of the first exact noise rule that hits the
         line, for the lines of pure ASCII (where those rules are exact) that they hit. Their
-        order is the rules' order, and a noise rule that is not exact flags its line (so a
-        line it hits is not taken from here)."""
+        order is `line_patterns`' (a pack's before the generic layer's), and a noise rule that
+        is not exact flags its line (so a line it hits is not taken from here)."""
         if not self._prefilter.noise_pids:
             return {}
         codes: list[int] = []
@@ -181,27 +179,8 @@ class HitCounter:
         codes.sort(reverse=True)  # the first rule of each line is the last one kept
         return {code >> 16: code & 0xFFFF for code in codes}
 
-    def _full(self, raw: bytes, candidates: tuple[int, bool] | None) -> LineMatch | None:
-        """What `RuleSet.match` says of a flagged line, with the noise rule a QUIET line hits."""
-        text, match = self._prefilter.line(raw, candidates)
-        if match is not QUIET:
-            return match
-        if candidates is None:
-            return self._prefilter.rules.match(text)
-        mask, strict = candidates
-        if strict:
-            mask |= self._prefilter.noise_mask(raw)
-        rule = next((e.rule for e in self._noise if mask >> e.pid & 1
-                     and ((strict and e.exact) or self._prefilter.search(e.pattern, text))), None)
-        return None if rule is None else LineMatch(noise=rule)  # None: a search timed out
 
-
-def _keys(match: LineMatch) -> tuple[tuple[tuple[str, Any], ...], bool]:
+def _keys(match: LineMatch) -> Keys:
     """The (kind, rule) pairs a line's match counts, and whether more than noise hit it."""
-    keys = (*(("done", r) for r in match.phase_dones),
-            *(("start", r) for r in match.phase_starts),
-            *(("signal", r) for r in match.signals),
-            *(("progress", r) for r, _ in match.progress),
-            *((("noise", match.noise),) if match.noise is not None else ()),
-            *((("finish", match.finish),) if match.finish is not None else ()))
-    return keys, match._replace(noise=None) != QUIET
+    keys = tuple(match.hits())
+    return keys, any(kind is not HitKind.NOISE for kind, _ in keys)

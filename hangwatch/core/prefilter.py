@@ -42,9 +42,10 @@ from hangwatch.core.databases import (
     compile_database,
     translations,
 )
+from hangwatch.core.meaning import Hit, HitKind, LineMatch, line_meaning
 from hangwatch.core.model import PhaseRule
-from hangwatch.core.rules import LineMatch, RuleSet
-from hangwatch.core.segments import PLAIN, QUIET, Entry, Pending, Plain, Segment, Spans
+from hangwatch.core.rules import RuleSet
+from hangwatch.core.segments import PLAIN, QUIET, Entry, Pending, Plain, Segment, Spans, quiet
 from hangwatch.core.translate import EVERY_LINE, Untranslatable, line_forms
 
 PROBE_LINES = 256  # lines tried one by one for the next plain line before finding all noise
@@ -59,7 +60,6 @@ DENSE_PROBE = 32  # hits listed before the density of a chunk's start may end it
 CLOSE_STOPS, CLOSE_BYTES, DENSE_SPAN = 4, 1 << 10, 64 << 10
 BACK_WINDOW = 4 << 10  # bytes searched first, from the end, for a progress rule's newest line
 _Line = tuple[int, int, int]  # start, end (its b"\n"), mask of pattern ids
-_Hit = tuple[Entry, "regex.Match[str] | None"]
 
 
 @dataclass(frozen=True)
@@ -68,9 +68,10 @@ class _Plan:
     and the patterns `regex` must still search (progress rules, whose match feeds the
     counter, and patterns not exact on this kind of line)."""
 
-    known: tuple[_Hit, ...]
+    known: tuple[Hit, ...]  # in pattern order
+    known_pids: tuple[int, ...]
     search: tuple[Entry, ...]
-    fixed: LineMatch | None  # the answer when no searched pattern matches
+    fixed: LineMatch | None  # what the line means when no searched pattern matches
     progress_only: bool
     # (STARTs, progress entries) when a line so flagged may be Pending, else None
     defer: tuple[tuple[PhaseRule, ...], tuple[Entry, ...]] | None
@@ -102,11 +103,12 @@ class Prefilter:
         # Once a block has shown progress: the progress rules whose lines are set aside
         # whatever the state, the patterns looked for between rare lines (those and the
         # STARTs), and the rare ones (every other kind but noise, which then never matters).
-        self._kept = frozenset(e.pid for e in entries if e.kind == "progress"
+        self._kept = frozenset(e.pid for e in entries if e.kind is HitKind.PROGRESS
                                and _single_valued(e))
-        self._first_pids = [e.pid for e in entries if e.kind == "start" or e.pid in self._kept]
-        self._rare_pids = [e.pid for e in entries
-                           if e.kind not in ("start", "noise") and e.pid not in self._kept]
+        self._first_pids = [e.pid for e in entries
+                            if e.kind is HitKind.PHASE_START or e.pid in self._kept]
+        self._rare_pids = [e.pid for e in entries if e.pid not in self._kept
+                           and e.kind not in (HitKind.PHASE_START, HitKind.NOISE)]
 
     def segments(self, data: bytes, wants_plain: Callable[[], bool] = lambda: True,
                  repeats_only: Callable[[PhaseRule], bool] = lambda _rule: False
@@ -291,7 +293,7 @@ class Prefilter:
         return None if match is QUIET else (text, match)
 
     def resolve(self, pending: Pending) -> tuple[str, LineMatch | None]:
-        """What RuleSet.match says of a Pending line (QUIET: noise only)."""
+        """What a Pending line means (QUIET: noise only)."""
         return self.line(pending.raw, (pending.mask, pending.strict))
 
     def matches(self, entry: Entry,
@@ -421,14 +423,17 @@ class Prefilter:
         return Pending(raw, *candidates, *plan.defer)
 
     def line(self, raw: bytes,
-              candidates: tuple[int, bool] | None) -> tuple[str, LineMatch | None]:
-        """What RuleSet.match says of a flagged line."""
+             candidates: tuple[int, bool] | None) -> tuple[str, LineMatch | None]:
+        """What a flagged line means, QUIET when only noise counts on it."""
+        text, found = self.meaning(raw, candidates)
+        return text, quiet(found)
+
+    def meaning(self, raw: bytes,
+                candidates: tuple[int, bool] | None) -> tuple[str, LineMatch | None]:
+        """What a flagged line means (`core/meaning.py`), as `RuleSet.match` says it."""
         text = raw.decode("utf-8", "replace")
         if candidates is None:  # ask every rule
-            found = self.rules.match(text)
-            if found is not None and found == LineMatch(noise=found.noise):
-                return text, QUIET
-            return text, found
+            return text, self.rules.match(text)
         mask, strict = candidates
         if strict:
             mask |= self.noise_mask(raw)
@@ -511,25 +516,22 @@ class Prefilter:
         return db or self._wide(pids)
 
     def _confirm(self, text: str, mask: int, strict: bool) -> LineMatch | None:
+        """What a line so flagged means: the patterns known to hit it, and those `regex`
+        finds of the ones it must search."""
         plan = self.plan(mask, strict)
         if not plan.search:
             return plan.fixed
-        if plan.progress_only:
-            progress = tuple((e.rule, m) for e in plan.search
-                             if (m := self.search(e.pattern, text)) is not None)
-            if not progress:
-                return plan.fixed
-            if plan.fixed is None or plan.fixed is QUIET:
-                noise = next((e.rule for e, _ in plan.known if e.kind == "noise"), None)
-                return LineMatch(noise=noise, progress=progress)
-            return plan.fixed._replace(progress=progress)
-        hits = list(plan.known)
-        for entry in plan.search:
-            found = self.search(entry.pattern, text)
-            if found is not None:
-                hits.append((entry, found))
-        hits.sort(key=lambda hit: hit[0].pid)
-        return line_match(hits)
+        if plan.progress_only:  # the known hits keep their order: no progress is among them
+            progress = [(e.kind, e.rule, m) for e in plan.search
+                        if (m := self.search(e.pattern, text)) is not None]
+            return line_meaning((*plan.known, *progress)) if progress else plan.fixed
+        found = [(e.pid, (e.kind, e.rule, m)) for e in plan.search
+                 if (m := self.search(e.pattern, text)) is not None]
+        if not found:
+            return plan.fixed
+        hits = sorted([*zip(plan.known_pids, plan.known, strict=True), *found],
+                      key=lambda hit: hit[0])
+        return line_meaning([hit for _, hit in hits])
 
     def plan(self, mask: int, strict: bool) -> _Plan:
         """The plan for lines so flagged, made once."""
@@ -540,13 +542,15 @@ class Prefilter:
         if strict and any(e.exact and not e.rule.origin.generic for e in entries):
             # A pack rule surely hits the line: the generic layer's hits would not count.
             entries = [e for e in entries if not e.rule.origin.generic]
-        search = tuple(e for e in entries if e.kind == "progress" or not (strict and e.exact))
-        known = tuple((e, None) for e in entries if e not in search)
+        search = tuple(e for e in entries
+                       if e.kind is HitKind.PROGRESS or not (strict and e.exact))
+        known = tuple(e for e in entries if e not in search)
+        hits: tuple[Hit, ...] = tuple((e.kind, e.rule, None) for e in known)
         # A progress hit beside generic ones decides which of them count: the full path.
-        progress_only = all(e.kind == "progress" for e in search) and not any(
+        progress_only = all(e.kind is HitKind.PROGRESS for e in search) and not any(
             e.rule.origin.generic for e in entries)
-        plan = _Plan(known, search, line_match(list(known)), progress_only,
-                     _deferrable(entries))
+        plan = _Plan(hits, tuple(e.pid for e in known), search, line_meaning(hits),
+                     progress_only, _deferrable(entries))
         self._plans[(mask, strict)] = plan
         return plan
 
@@ -697,16 +701,19 @@ def bits(mask: int) -> Iterator[int]:
         mask ^= low
 
 
+_DEFERRABLE = (HitKind.PHASE_START, HitKind.PROGRESS, HitKind.NOISE)
+
+
 def _deferrable(entries: list[Entry]) -> tuple[tuple[PhaseRule, ...], tuple[Entry, ...]] | None:
     """(STARTs, progress entries) of a line these entries may hit, when it could be Pending:
     no DONE, signal or finish rule among them, and every progress rule one whose memory is
     a single value (a heartbeat, or a counter with no other named group to key it)."""
-    if any(e.kind not in ("start", "progress", "noise") for e in entries):
+    if any(e.kind not in _DEFERRABLE for e in entries):
         return None
-    progress = tuple(e for e in entries if e.kind == "progress")
+    progress = tuple(e for e in entries if e.kind is HitKind.PROGRESS)
     if not all(_single_valued(e) for e in progress):
         return None
-    return tuple(e.rule for e in entries if e.kind == "start"), progress
+    return tuple(e.rule for e in entries if e.kind is HitKind.PHASE_START), progress
 
 
 def _single_valued(entry: Entry) -> bool:
@@ -714,37 +721,6 @@ def _single_valued(entry: Entry) -> bool:
     other named group to key it (so only its newest line matters)."""
     rule = entry.rule
     return rule.counter is None or not set(entry.pattern.groupindex) - {rule.counter}
-
-
-def line_match(hits: list[_Hit]) -> LineMatch | None:
-    """The LineMatch RuleSet.match gives for these hits (in pattern order); QUIET when only
-    noise rules hit."""
-    if not hits:
-        return None
-    if any(e.rule.origin.generic for e, _ in hits) and not all(
-            e.rule.origin.generic for e, _ in hits):
-        hits = [hit for hit in hits if not hit[0].rule.origin.generic]  # rules.prefer_packs
-    found: dict[str, list[Any]] = {}
-    for entry, match in hits:
-        found.setdefault(entry.kind, []).append(
-            (entry.rule, match) if entry.kind == "progress" else entry.rule)
-    if found.keys() == {"noise"}:
-        return QUIET
-    return LineMatch(tuple(found.get("start", ())), tuple(found.get("done", ())),
-                     tuple(found.get("signal", ())), (found.get("noise") or [None])[0],
-                     tuple(found.get("progress", ())), (found.get("finish") or [None])[0])
-
-
-def _entries(rules: RuleSet) -> list[tuple[str, Any, str]]:
-    """(kind, rule, pattern) in the order RuleSet.match reports them."""
-    return [
-        *(("start", p, p.start) for p in rules.phases),
-        *(("done", p, p.done) for p in rules.phases if p.done),
-        *(("signal", s, s.match) for s in rules.signals),
-        *(("noise", n, n.match) for n in rules.noise),
-        *(("progress", p, p.match) for p in rules.progress),
-        *(("finish", f, f.match) for f in rules.finish),
-    ]
 
 
 def try_build(rules: RuleSet,
@@ -760,26 +736,26 @@ def try_build(rules: RuleSet,
     noise: dict[int, str] = {}
     loose: list[str] = []
     narrow: list[tuple[str, str]] = []
-    found = _entries(rules)
+    found = list(rules.line_rules())  # numbered in the order a line's hits are listed
+    patterns = [pattern.pattern for _, _, pattern in found]
     try:
-        forms_of = translations([pattern for _, _, pattern in found], store)
+        forms_of = translations(patterns, store)
     except Untranslatable:
-        for _, rule, pattern in found:  # name the first rule that cannot be followed
-            try:
+        for (_, rule, _), pattern in zip(found, patterns, strict=True):
+            try:  # name the first rule that cannot be followed
                 line_forms(pattern)
             except Untranslatable as exc:
                 return None, f"not used: rule {rule.id}: {exc}"
         raise
-    for (kind, rule, pattern), forms in zip(found, forms_of, strict=True):
+    for (kind, rule, compiled), forms in zip(found, forms_of, strict=True):
         pid = len(entries)
-        entries.append(Entry(pid, kind, rule, rules.compiled(pattern), forms.exact))
+        entries.append(Entry(pid, kind, rule, compiled, forms.exact))
         loose.append(forms.loose)
         narrow.append((forms.narrow_strict, forms.narrow_loose))
         # Exact noise rules are told apart line by line, and only when it matters.
-        (noise if kind == "noise" and forms.exact else strict)[pid] = forms.strict
+        (noise if kind is HitKind.NOISE and forms.exact else strict)[pid] = forms.strict
     if len(entries) >= 0xFFFF:
         return None, "not used: too many rules"
-    patterns = [pattern for _, _, pattern in found]
 
     def relaxed(pid: int) -> str:
         return line_forms(patterns[pid], anchors=False).strict

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Any, Generic, TypeVar
 
 import regex
 
+from hangwatch.core.meaning import ONE_A_LINE, Hit, HitKind, LineMatch, line_meaning, line_patterns
 from hangwatch.core.model import (
     DiagnosisRule,
     FinishRule,
@@ -23,6 +24,7 @@ from hangwatch.errors import ConfigError, ConfigErrors
 
 # A pathological pattern on a pathological line must not freeze the loop.
 MATCH_TIMEOUT_S = 0.05
+# The sections of a pack, merged by id (the kinds of rule a line hits: core/meaning.HitKind).
 KINDS = ("phases", "signals", "noise", "progress", "finish", "diagnoses", "ranks")
 
 R = TypeVar("R")
@@ -32,18 +34,6 @@ R = TypeVar("R")
 class Compiled(Generic[R]):
     rule: R
     pattern: regex.Pattern[str]
-
-
-class LineMatch(NamedTuple):
-    """Every rule a line hits. Progress rules carry their match for the counter/heartbeat test.
-    A tuple: one is made for every line a rule hits, and tuples are the cheapest to make."""
-
-    phase_starts: tuple[PhaseRule, ...] = ()
-    phase_dones: tuple[PhaseRule, ...] = ()
-    signals: tuple[SignalRule, ...] = ()
-    noise: NoiseRule | None = None
-    progress: tuple[tuple[ProgressRule, regex.Match[str]], ...] = ()
-    finish: FinishRule | None = None
 
 
 class RuleSet:
@@ -65,15 +55,14 @@ class RuleSet:
             if pack.generic == generic for rule in pack.stack_rules)
         self._by_phase = {p.id: p for p in self.phases}
         self._by_signal = {s.id: s for s in self.signals}
-        self._starts = [Compiled(p, regex.compile(p.start)) for p in self.phases]
-        self._dones = [Compiled(p, regex.compile(p.done)) for p in self.phases if p.done]
-        self._signals = [Compiled(s, regex.compile(s.match)) for s in self.signals]
-        # A line takes one noise rule: a pack's before the generic layer's, which
-        # `prefer_packs` would drop beside the pack's other hits on that line.
-        self._noise = [Compiled(n, regex.compile(n.match))
-                       for n in sorted(self.noise, key=lambda n: n.origin.generic)]
-        self._progress = [Compiled(p, regex.compile(p.match)) for p in self.progress]
-        self._finish = [Compiled(f, regex.compile(f.match)) for f in self.finish]
+        # Each kind's patterns compiled, as `core/meaning.py` orders them, and whether a line
+        # takes only its first hit of that kind.
+        groups: dict[HitKind, list[Compiled[Any]]] = {kind: [] for kind in HitKind}
+        for kind, rule, pattern in line_patterns(self):
+            groups[kind].append(Compiled(rule, regex.compile(pattern)))
+        self._groups = tuple((kind, tuple(compiled), kind in ONE_A_LINE)
+                             for kind, compiled in groups.items() if compiled)
+        self._starts = groups[HitKind.PHASE_START]
         self.timeouts = 0  # searches abandoned at MATCH_TIMEOUT_S
         self._start_of: dict[str, regex.Pattern[str]] | None = None
         self._by_pattern: dict[str, regex.Pattern[str]] | None = None
@@ -97,39 +86,35 @@ class RuleSet:
         """A rule's pattern as this set compiled it (`regex` keeps 500 compiled patterns of
         its own, fewer than a start compiles: compiling again costs half a millisecond)."""
         if self._by_pattern is None:
-            kinds: tuple[Sequence[Compiled[Any]], ...] = (
-                self._starts, self._dones, self._signals, self._noise, self._progress,
-                self._finish)
-            self._by_pattern = {c.pattern.pattern: c.pattern for kind in kinds for c in kind}
+            self._by_pattern = {pattern.pattern: pattern
+                                for _, _, pattern in self.line_rules()}
         found = self._by_pattern.get(pattern)
         return found if found is not None else regex.compile(pattern)
 
-    def patterns(self) -> Iterator[tuple[str, str, str]]:
+    def line_rules(self) -> Iterator[tuple[HitKind, Any, regex.Pattern[str]]]:
+        """(kind, rule, compiled pattern) of every line pattern, in the order a line's hits
+        are listed (`core/meaning.py`): what the block matcher numbers and scans for."""
+        for kind, compiled, _ in self._groups:
+            for c in compiled:
+                yield kind, c.rule, c.pattern
+
+    def patterns(self) -> Iterator[tuple[HitKind, str, str]]:
         """(kind, rule id, pattern) for every line pattern: what a prefilter or grep must find."""
-        for c in self._starts:
-            yield "phase-start", c.rule.id, c.rule.start
-        for c in self._dones:
-            yield "phase-done", c.rule.id, c.pattern.pattern
-        others: tuple[tuple[str, Sequence[Compiled[Any]]], ...] = (
-            ("signal", self._signals), ("noise", self._noise), ("progress", self._progress),
-            ("finish", self._finish))
-        for kind, compiled in others:
-            for other in compiled:
-                yield kind, other.rule.id, other.pattern.pattern
+        for kind, rule, pattern in self.line_rules():
+            yield kind, rule.id, pattern.pattern
 
     def match(self, text: str) -> LineMatch | None:
-        """The rules `text` hits, or None for a plain line (which is progress)."""
-        starts = tuple(c.rule for c in self._starts if self._search(c.pattern, text))
-        dones = tuple(c.rule for c in self._dones if self._search(c.pattern, text))
-        signals = tuple(c.rule for c in self._signals if self._search(c.pattern, text))
-        noise = next((c.rule for c in self._noise if self._search(c.pattern, text)), None)
-        progress = tuple(
-            (c.rule, m) for c in self._progress if (m := self._search(c.pattern, text))
-        )
-        finish = next((c.rule for c in self._finish if self._search(c.pattern, text)), None)
-        if not (starts or dones or signals or noise or progress or finish):
-            return None
-        return prefer_packs(LineMatch(starts, dones, signals, noise, progress, finish))
+        """What `text` means (`core/meaning.py`), or None for a plain line (which is
+        progress). Of the kinds a line takes one rule of, only the first hit is searched for."""
+        hits: list[Hit] = []
+        for kind, compiled, first_only in self._groups:
+            for c in compiled:
+                found = self._search(c.pattern, text)
+                if found is not None:
+                    hits.append((kind, c.rule, found))
+                    if first_only:
+                        break
+        return line_meaning(hits) if hits else None
 
     def _search(self, pattern: regex.Pattern[str], text: str) -> regex.Match[str] | None:
         try:
@@ -139,32 +124,9 @@ class RuleSet:
             return None
 
 
-def _hits(match: LineMatch) -> tuple[Any, ...]:
-    return (*match.phase_starts, *match.phase_dones, *match.signals,
-            *(r for r, _ in match.progress),
-            *(r for r in (match.noise, match.finish) if r is not None))
-
-
-def prefer_packs(match: LineMatch) -> LineMatch:
-    """A line a pack knows is the pack's: generic-layer hits count only on lines no pack
-    rule hits (a pack's phase wins over a generic one, its noise silences generic words)."""
-    hits = _hits(match)
-    if all(r.origin.generic for r in hits) or not any(r.origin.generic for r in hits):
-        return match
-    return LineMatch(
-        tuple(r for r in match.phase_starts if not r.origin.generic),
-        tuple(r for r in match.phase_dones if not r.origin.generic),
-        tuple(r for r in match.signals if not r.origin.generic),
-        match.noise if match.noise is not None and not match.noise.origin.generic else None,
-        tuple(hit for hit in match.progress if not hit[0].origin.generic),
-        match.finish if match.finish is not None and not match.finish.origin.generic
-        else None,
-    )
-
-
 def is_generic_only(match: LineMatch) -> bool:
-    """Every hit of the line is the generic layer's (after `prefer_packs`)."""
-    hits = _hits(match)
+    """Every rule that counts on the line is the generic layer's."""
+    hits = [rule for _, rule in match.hits()]
     return bool(hits) and all(r.origin.generic for r in hits)
 
 

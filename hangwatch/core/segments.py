@@ -10,16 +10,16 @@ from typing import Any, NamedTuple, Protocol
 
 import regex
 
+from hangwatch.core.meaning import HitKind, LineMatch, noise_only
 from hangwatch.core.model import PhaseRule
-from hangwatch.core.rules import LineMatch
 
 
 @dataclass(frozen=True)
 class Entry:
     """One rule pattern as the prefilter scans for it."""
 
-    pid: int  # Hyperscan's id; entries are in the order RuleSet.match reports them
-    kind: str  # start, done, signal, noise, progress or finish
+    pid: int  # Hyperscan's id; entries are in the order `core/meaning.line_patterns` lists
+    kind: HitKind
     rule: Any
     pattern: regex.Pattern[str]
     exact: bool
@@ -34,6 +34,14 @@ class Plain:
 
 PLAIN = Plain()
 QUIET = LineMatch()  # stands for "noise only": counted, neither progress nor an event
+
+
+def quiet(match: LineMatch | None) -> LineMatch | None:
+    """The block matcher's answer for a line that means `match`: QUIET when only noise
+    counts on it (the engine only counts it, and needs not know which noise rule)."""
+    if match is None or match.noise is None:
+        return match
+    return QUIET if noise_only(match) else match
 
 
 class Pending(NamedTuple):

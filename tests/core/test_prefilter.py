@@ -1,10 +1,10 @@
-"""The prefilter must never change what the engine reports: every test compares it with
-matching line by line (RuleSet.match), on rule packs, fixtures, generated logs, and random
-patterns against random lines."""
+"""The block matcher's own workings: how it cuts blocks, translates patterns for Hyperscan,
+falls back, and sets lines aside. It must never change what the engine reports, so these
+tests too compare it with matching line by line (RuleSet.match); what a line means, and the
+logs both finders must read alike, are held in tests/core/test_line_meaning_contract.py."""
 
 from __future__ import annotations
 
-import dataclasses
 import random
 import sys
 from pathlib import Path
@@ -16,129 +16,27 @@ from hangwatch.core import prefilter as prefilter_module
 from hangwatch.core.clock import FakeClock
 from hangwatch.core.engine import Engine
 from hangwatch.core.events import PhaseEvent, RecoveredEvent, StallEvent
-from hangwatch.core.hitcounts import HitCounter
-from hangwatch.core.lines import LineSplitter
-from hangwatch.core.model import NoiseRule, Origin, PhaseRule, ProgressRule, RulePack, SignalRule
+from hangwatch.core.model import NoiseRule, PhaseRule, ProgressRule, RulePack, SignalRule
 from hangwatch.core.prefilter import BACK_WINDOW, PROBE_LINES, Prefilter, build_prefilter, try_build
-from hangwatch.core.progress import ProgressJudge
 from hangwatch.core.rules import RuleSet
-from hangwatch.core.segments import PLAIN, QUIET, Pending, Spans
+from hangwatch.core.segments import PLAIN, Pending, Spans
 from hangwatch.core.translate import Untranslatable, line_forms, translate
 from hangwatch.packs.load import load_pack_text, load_rule_set
+from tests.core.finders import (
+    LAYERED,
+    NOISY,
+    ORIGIN,
+    assert_same_engine,
+    comparable,
+    expected,
+    rule_set,
+    verdicts,
+)
 
 hyperscan = pytest.importorskip("hyperscan")
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = sorted((ROOT / "tests" / "fixtures" / "packs").glob("*/*.log"))
-ORIGIN = Origin("t.yaml", 1, "t")
-
-
-# --- helpers -------------------------------------------------------------------------------
-
-def rule_set(*, noise: tuple[str, ...] = (), signals: tuple[str, ...] = (),
-             beats: tuple[str, ...] = ()) -> RuleSet:
-    pack = RulePack(
-        name="t", file="t.yaml",
-        noise=tuple(NoiseRule(f"n{i}", p, ORIGIN) for i, p in enumerate(noise)),
-        signals=tuple(SignalRule(f"s{i}", p, "warning", ORIGIN) for i, p in enumerate(signals)),
-        progress=tuple(ProgressRule(f"p{i}", p, ORIGIN, heartbeat=True)
-                       for i, p in enumerate(beats)),
-    )
-    return RuleSet([pack])
-
-
-def verdicts(prefilter: Prefilter, lines: list[bytes]) -> list[object]:
-    """What the prefilter says of each line alone: "plain", "noise" or the LineMatch."""
-    out: list[object] = []
-    for line in lines:
-        [(count, _text, match)] = prefilter.segments(line + b"\n")
-        if match is PLAIN:
-            assert count == 0
-            out.append("plain")
-        elif isinstance(match, Pending):  # what the engine asks when it cannot set it aside
-            assert count == 0
-            _text, found = prefilter.resolve(match)
-            out.append("plain" if found is None else "noise" if found is QUIET else found)
-        elif match is not None:
-            assert count == 0
-            out.append(match)
-        else:
-            assert count == 1
-            out.append("noise")
-    return out
-
-
-def expected(rules: RuleSet, lines: list[bytes]) -> list[object]:
-    out: list[object] = []
-    for line in lines:
-        found = rules.match(line.decode("utf-8", "replace"))
-        if found is None:
-            out.append("plain")
-        elif not (found.phase_starts or found.phase_dones or found.signals or found.progress
-                  or found.finish):
-            out.append("noise")
-        else:
-            out.append(found)
-    return out
-
-
-def comparable(items: list[object]) -> list[object]:
-    """LineMatch holds regex.Match objects, which compare by identity: compare their spans."""
-    def plain(item: object) -> object:
-        if isinstance(item, str):
-            return item
-        return (item.phase_starts, item.phase_dones, item.signals, item.noise,  # type: ignore[attr-defined]
-                tuple((r, m.span(), m.groupdict()) for r, m in item.progress),  # type: ignore[attr-defined]
-                item.finish)  # type: ignore[attr-defined]
-    return [plain(i) for i in items]
-
-
-def run_engine(rules: RuleSet, prefilter: Prefilter | None, data: bytes, *, block: int,
-               stall_every: int = 0) -> tuple[list, dict, ProgressJudge]:
-    """Feed `data` in blocks through a LineSplitter (as check and the follower do); every
-    `stall_every` blocks, let the clock pass the stall threshold so recoveries are tested."""
-    clock = FakeClock()
-    engine = Engine(rules, default_stall=30.0, clock=clock, prefilter=prefilter)
-    splitter = LineSplitter()
-    events: list = []
-    for i in range(0, len(data), block):
-        events += engine.feed_block("log", splitter.push(data[i:i + block]))
-        clock.advance(40.0 if stall_every and (i // block) % stall_every == 0 else 1.0)
-        events += engine.tick()
-    events += engine.feed_block("log", splitter.flush())
-    return events, engine.state(), engine.judge
-
-
-def _without_rank_rows(events: list) -> list:
-    """Per-rank rows and each laggard's idle time hold what each way of reading saw (a rank's
-    last line, when it last moved); who holds the job up, and why, must agree."""
-    return [dataclasses.replace(e, ranks=(), laggards=tuple(
-        dataclasses.replace(lag, last_progress_s=None,
-                            why=regex.sub(r"silent for [0-9hms]+", "silent", lag.why))
-        for lag in e.laggards)) if isinstance(e, StallEvent) else e for e in events]
-
-
-def assert_same_engine(rules: RuleSet, data: bytes, *, block: int, stall_every: int = 0,
-                       prefilter: Prefilter | None = None) -> list:
-    prefilter = prefilter or build_prefilter(rules)
-    assert prefilter is not None
-    fast = run_engine(rules, prefilter, data, block=block, stall_every=stall_every)
-    slow = run_engine(rules, None, data, block=block, stall_every=stall_every)
-    # Each rank's last line and idle time are what each path saw of the lines a rule does
-    # not decide; the laggards, and everything else, must agree.
-    assert _without_rank_rows(fast[0]) == _without_rank_rows(slow[0])
-    assert {**fast[1], "ranks": None} == {**slow[1], "ranks": None}
-    assert fast[2] == slow[2]  # what the progress judge remembers, lines set aside included
-    return slow[0]
-
-
-@pytest.fixture(scope="module")
-def builtin() -> tuple[RuleSet, Prefilter]:
-    rules = load_rule_set()
-    prefilter, status = try_build(rules)
-    assert prefilter is not None, status
-    return rules, prefilter
-
 
 # --- the built-in packs --------------------------------------------------------------------
 
@@ -147,56 +45,6 @@ def test_every_builtin_pattern_translates_exactly():
     for _kind, rule_id, pattern in rules.patterns():
         assert translate(pattern).exact, (rule_id, pattern)
 
-
-@pytest.mark.parametrize("log", FIXTURES, ids=lambda p: f"{p.parent.name}/{p.name}")
-def test_fixture_lines_get_the_verdict_of_line_by_line_matching(builtin, log):
-    rules, prefilter = builtin
-    lines = log.read_bytes().replace(b"\r\n", b"\n").replace(b"\r", b"\n").splitlines()
-    assert comparable(verdicts(prefilter, lines)) == comparable(expected(rules, lines))
-
-
-@pytest.mark.parametrize("block", [64, 4096, 1 << 20])
-def test_fixture_logs_give_the_same_events_in_any_block_size(builtin, block):
-    rules, prefilter = builtin
-    for log in FIXTURES:
-        assert_same_engine(rules, log.read_bytes(), block=block, stall_every=3,
-                           prefilter=prefilter)
-
-
-def test_generated_log_gives_the_same_events_and_recoveries(builtin, tmp_path):
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        import loggen
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
-    rules, prefilter = builtin
-    for mix in loggen.MIXES:
-        log = tmp_path / f"{mix}.log"
-        loggen.generate(log, 300_000, seed=7, mix=mix)
-        events = assert_same_engine(rules, log.read_bytes(), block=9000, stall_every=2,
-                                    prefilter=prefilter)
-        assert any(isinstance(e, RecoveredEvent) for e in events)
-        assert any(isinstance(e, StallEvent) for e in events)
-
-
-
-@pytest.mark.parametrize("density", [3, 25, 400])
-def test_per_step_logs_give_the_same_events_at_any_density(builtin, tmp_path, density):
-    """A verl-GKD run (bench/steplog.py) with a phase or step event every `density` lines:
-    phase cycling among set-aside NCCL and metrics lines, as line by line reading sees it,
-    wherever the log ends and in any block size. (No stall is let fire: which Ray actor a
-    stall calls silent is not yet the same both ways on these logs.)"""
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        import steplog
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
-    rules, prefilter = builtin
-    for stop, block in ((None, 1 << 16), ("sync-rollout", 3000), ("update", 1 << 20)):
-        log = tmp_path / f"{stop}.log"
-        steplog.generate(log, 150_000, seed=density, density=density, stop=stop)
-        events = assert_same_engine(rules, log.read_bytes(), block=block, prefilter=prefilter)
-        assert sum(isinstance(e, PhaseEvent) for e in events) > 10
 
 def test_a_block_dense_with_start_hits_gives_the_same_events_as_line_by_line(builtin,
                                                                            monkeypatch):
@@ -222,29 +70,7 @@ def test_a_block_dense_with_start_hits_gives_the_same_events_as_line_by_line(bui
     assert dense and all(dense)
 
 
-CORPUS = sorted((ROOT / "tests" / "corpus").glob("*/*.log"))
-STOPS = b"".join(line + b"\n" for line in [
-    b"Sampling: 45%|####5     | 9/20 [01:23<01:40]", b"rank 3 still busy",
-    b"[E ProcessGroupNCCL.cpp:616] Watchdog caught collective operation timeout: "
-    b"WorkNCCL(SeqNum=7, OpType=ALLREDUCE) ran for 600004 milliseconds before timing out.",
-    b"fetching done", b"step 3/10 loss 1.0", b"step 4/10 loss 1.0",
-    b"Heartbeat monitor timed out! Process will be terminated"] * 40)
-
-
-@pytest.mark.parametrize("block", [100, 4096])
-def test_real_hang_logs_and_stop_lines_give_the_same_places_as_line_by_line(builtin, block):
-    """What came before a stop line and the place expected between phases are read from
-    the same lines whichever way the block is cut (core/before.py, core/order.py)."""
-    rules, prefilter = builtin
-    for log in [*CORPUS, None]:
-        data = STOPS if log is None else log.read_bytes()
-        assert_same_engine(rules, data, block=block, stall_every=2, prefilter=prefilter)
-
-
 # --- blocks: plain lines, noise runs, recoveries -------------------------------------------
-
-NOISY = rule_set(noise=(r"\bNCCL INFO\b",), signals=("WARN",), beats=(r"alive \d+",))
-
 
 def test_block_of_noise_longer_than_the_probe_has_no_progress():
     prefilter = build_prefilter(NOISY)
@@ -265,43 +91,6 @@ def test_plain_lines_are_counted_once_the_caller_needs_none():
     data = b"one\nNCCL INFO x\ntwo\nthree\n"
     assert list(prefilter.segments(data, lambda: next(wanted, False))) == [
         (0, "one", PLAIN), (3, "", None)]
-
-
-def test_recovery_lands_on_the_first_plain_line_after_noise_and_a_signal():
-    lines = [b"NCCL INFO a", b"a WARN b", b"NCCL INFO c", b"plain", b"NCCL INFO d", b"x"]
-    events = assert_same_engine(NOISY, b"first\n" + b"\n".join(lines) + b"\n",
-                                block=6, stall_every=1)
-    assert [e.line for e in events if isinstance(e, RecoveredEvent)]
-
-
-def test_unterminated_last_line_and_empty_lines_count_as_line_by_line():
-    assert_same_engine(NOISY, b"\n\nNCCL INFO x\n\nWARN\nalive 3\nalive 3\nlast", block=1 << 20)
-    assert_same_engine(NOISY, b"\n", block=1 << 20, stall_every=1)
-
-
-def test_heartbeat_only_counts_when_it_changes():
-    data = b"".join(b"alive 1\n" if i % 3 else b"alive 2\n" for i in range(50))
-    assert_same_engine(NOISY, data, block=40, stall_every=1)
-
-
-def test_line_with_other_bytes_is_matched_as_decoded_text():
-    rules = rule_set(noise=(r"caf\w",), signals=(r"(?i)k.b", r"x\bY"), beats=(r"\d+/\d+",))
-    prefilter = build_prefilter(rules)
-    lines = ["café", "cafe\u0301", "\u212a\u2588b", "x\u00e9Y", "3/4 \u2588\u2588",
-             "\u00e9\u00e9 plain"]
-    raw = [s.encode() for s in lines] + [b"caf\xff bad utf-8", b"\xe2\x96 k\xffB"]
-    assert comparable(verdicts(prefilter, raw)) == comparable(expected(rules, raw))
-
-
-def test_search_that_times_out_counts_as_no_match_as_line_by_line():
-    rules = RuleSet([RulePack(name="t", file="t.yaml", progress=(
-        ProgressRule("slow", r"(?:a|aa)+c(?P<n>\d)", ORIGIN, counter="n"),))])
-    prefilter = build_prefilter(rules)
-    line = b"a" * 30 + b"b ac5"  # regex backtracks for about a second before it matches
-    assert verdicts(prefilter, [line]) == ["plain"]
-    assert rules.timeouts == 1
-    assert expected(rules, [line]) == ["plain"]
-    assert rules.timeouts == 2
 
 
 # --- translation ---------------------------------------------------------------------------
@@ -425,7 +214,6 @@ def check_pattern(pattern: str, rng: random.Random, *, lines: int) -> None:
     """Strict form == regex on ASCII lines (when exact, else a superset); loose form is a
     superset on any line; the narrow forms hit every line the pattern hits (the strict one
     on ASCII lines); and the whole prefilter gives RuleSet.match's verdict."""
-    import regex
 
     try:
         compiled = regex.compile(pattern)
@@ -610,7 +398,6 @@ def test_phases_that_start_every_few_lines_among_set_aside_lines_match_line_by_l
 # --- what a line costs: the hits it has, not the rules there are --------------------------
 
 def test_only_the_listed_characters_outside_ascii_fold_onto_ascii_under_ignorecase():
-    import regex
 
     from hangwatch.core.translate import CASE_PARTNERS
 
@@ -631,17 +418,6 @@ def test_case_folded_letters_meet_their_partners_outside_ascii(pattern):
     assert comparable(verdicts(prefilter, raw)) == comparable(expected(rules, raw))
 
 
-GENERIC = Origin("generic.yaml", 1, "generic", generic=True)
-LAYERED = RuleSet([RulePack(
-    name="t", file="t.yaml",
-    phases=(PhaseRule("loop", "Training loop", r"step \d+ -", ORIGIN),
-            PhaseRule("wait", "Waiting for resources", r"(?i)\bpending\b.*\bgpus?\b", GENERIC),
-            PhaseRule("sync", "Weight sync", r"SYNC start", ORIGIN, done=r"SYNC done")),
-    progress=(ProgressRule("steps", r"step (?P<n>\d+) -", ORIGIN, counter="n"),
-              ProgressRule("metrics", r"throughput: [\d.]+", ORIGIN, heartbeat=True)),
-)])
-
-
 def test_lines_a_pack_rule_surely_hits_are_set_aside_whatever_generic_words_they_hold():
     # The metrics line also holds words of a generic START ("Pending ... GPU"), which the
     # pack rule outranks: once the block has shown progress, it is set aside like a step.
@@ -655,55 +431,6 @@ def test_lines_a_pack_rule_surely_hits_are_set_aside_whatever_generic_words_they
     assert asked[0] == 2
     assert [(e.phase, e.state) for e in events if isinstance(e, PhaseEvent)] == [
         ("loop", "started"), ("wait", "started")]
-
-
-@pytest.mark.parametrize("block", [30, 400, 1 << 16])
-def test_generic_and_pack_hits_on_one_line_give_the_events_of_line_by_line(block):
-    rng = random.Random(9)
-    pieces = [b"step %d - x", b"throughput: %d.5 Pending GPU", b"Pending %d GPUs",
-              b"throughput: 1.5", b"SYNC start", b"SYNC done", b"plain %d",
-              "throughput: %d \u2588 pending gpu".encode(), "step %d - \u212a".encode()]
-    lines = []
-    for _ in range(2000):
-        piece = rng.choice(pieces)
-        lines.append(piece % rng.randrange(5) if b"%d" in piece else piece)
-    assert_same_engine(LAYERED, b"\n".join(lines) + b"\n", block=block, stall_every=3)
-
-
-def test_a_pack_of_thousands_of_phases_starts_each_as_line_by_line():
-    phases = tuple(PhaseRule(f"p{i}", f"Phase {i}", f"marker {i} begins$", ORIGIN)
-                   for i in range(2000))
-    rules = RuleSet([RulePack(name="t", file="t.yaml", phases=phases)])
-    data = b"".join(b"marker %d begins\n" % i for i in range(0, 2000, 3))
-    events = assert_same_engine(rules, data, block=len(data))
-    assert sum(isinstance(e, PhaseEvent) and e.state == "started" for e in events) == 667
-
-
-def test_counting_hits_agrees_with_listing_them_where_a_pack_noise_outranks_generic_words():
-    # `rules test` counts blocks it does not show from the flags: a line that only a pack's
-    # noise counts, because that noise outranks the generic words on it, is a noise hit there
-    # too, on ASCII lines and on lines with other bytes.
-    rules = RuleSet([RulePack(name="t", file="t.yaml", noise=(NoiseRule("spew", r"NCCL INFO",
-                                                                        ORIGIN),),
-                              phases=LAYERED.phases)])
-    prefilter = build_prefilter(rules)
-    assert prefilter is not None
-    data = "".join(f"{line}\n" for line in (
-        "x NCCL INFO Pending 2 GPUs", "NCCL INFO Pending 2 GPUs \u2588", "Pending 3 GPUs",
-        "step 4 - a", "plain")).encode()
-    counter = HitCounter(prefilter)
-    counts, matched, feed = counter.counts(data)
-    listed, _noise = counter.lines(data)
-    expected: dict = {}
-    for _, _, match in listed:
-        for kind, rules_hit in (("start", match.phase_starts), ("done", match.phase_dones)):
-            for rule in rules_hit:
-                expected[(kind, rule)] = expected.get((kind, rule), 0) + 1
-        if match.noise is not None:
-            expected[("noise", match.noise)] = expected.get(("noise", match.noise), 0) + 1
-    assert dict(counts) == expected and matched == len(listed) == 4
-    assert counts[("noise", rules.noise[0])] == 2
-    assert feed == [b"Pending 3 GPUs", b"step 4 - a"]
 
 
 # --- the rare lines: scanned for by the narrow forms ---------------------------------------

@@ -9,7 +9,6 @@ import functools
 import pytest
 
 from hangwatch.core.databases import compile_database
-from hangwatch.core.prefilter import _entries
 from hangwatch.core.rules import RuleSet
 from hangwatch.core.translate import line_forms
 from hangwatch.packs.load import load_builtin_packs, load_rule_set
@@ -165,8 +164,8 @@ def test_every_built_in_pattern_fits_hyperscan_in_both_forms():
     # engine fifteen times slower with every test still passing.
     pytest.importorskip("hyperscan")
     for form in ("strict", "loose"):
-        patterns = {f"{rule.id} {kind}": getattr(line_forms(pattern), form)
-                    for kind, rule, pattern in _entries(load_rule_set())}
+        patterns = {f"{rule_id} {kind}": getattr(line_forms(pattern), form)
+                    for kind, rule_id, pattern in load_rule_set().patterns()}
         if compile_database(list(patterns.values())) is None:
             refused = [i for i, p in patterns.items() if compile_database([p]) is None]
             pytest.fail(f"Hyperscan refuses the {form} form of {refused}")
