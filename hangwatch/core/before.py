@@ -276,8 +276,12 @@ def stack_place(lines: Sequence[str], rules: Sequence[StackRule],
     stacks are read (core/stackrules.py). The rule's phase is the generic layer's, when it
     is one; else its label says where (`collective`)."""
     window = list(lines[-BEFORE_LINES:])
-    for stack in reversed(logged_stacks(window)):
-        for index, frame in stack:
+    stacks = logged_stacks(window)
+    # A dump of every thread lists helpers (a data loader's pin-memory thread, a watchdog)
+    # beside the main thread, in no set order: the main thread's stack is where the job is.
+    main = [stack for stack in stacks if stack.main]
+    for stack in reversed(main or stacks):
+        for index, frame in stack.frames:
             rule = rule_for(frame.text, rules)
             if rule is not None:
                 phase = generic(rule.phase) if rule.phase else None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import NamedTuple
 
 # `    function (file:line)` or `    function (file)`; a native frame may be `0x7f.. (lib.so)`.
 # One reading of py-spy's frame lines for every use of them (core/evidence.py too).
@@ -74,15 +75,26 @@ _FIRST_HEADER = re.compile(r"\(most recent call first\)|^Thread (?:0x[0-9A-Fa-f]
 _LAST_HEADER = re.compile(r"Traceback \(most recent call last\)")
 
 
-def logged_stacks(lines: list[str]) -> list[list[tuple[int, Frame]]]:
-    """The stacks printed in `lines`, oldest first, each innermost frame first with the
-    index of its line: what a log shows of where a process was (a traceback after Ctrl-C, a
-    faulthandler or py-spy dump written into it)."""
-    stacks: list[tuple[bool, list[tuple[int, Frame]]]] = []  # (innermost first, frames)
+# The header of the interpreter's main thread: py-spy names it; faulthandler marks the thread
+# it was called from (the main one, in a dump on a signal or a timeout).
+_MAIN_HEADER = re.compile(r'"MainThread"|^Current thread\b')
+
+
+class LoggedStack(NamedTuple):
+    frames: list[tuple[int, Frame]]  # innermost first, each with the index of its line
+    main: bool  # the main thread's, or a traceback's (raised where the job was)
+
+
+def logged_stacks(lines: list[str]) -> list[LoggedStack]:
+    """The stacks printed in `lines`, oldest first: what a log shows of where a process was
+    (a traceback after Ctrl-C, a faulthandler or py-spy dump written into it)."""
+    # (innermost first, main, frames) of each stack so far
+    stacks: list[tuple[bool, bool, list[tuple[int, Frame]]]] = []
     for index, line in enumerate(lines):
         innermost_last = _LAST_HEADER.search(line) is not None
         if innermost_last or _FIRST_HEADER.search(line):
-            stacks.append((not innermost_last, []))
+            main = innermost_last or _MAIN_HEADER.search(line) is not None
+            stacks.append((not innermost_last, main, []))
             continue
         found = _LOGGED_FRAME.search(line)
         if found is not None:
@@ -95,10 +107,12 @@ def logged_stacks(lines: list[str]) -> list[list[tuple[int, Frame]]]:
         frame = normalise(func, file)
         if frame is None:
             continue
-        if not stacks or (not stacks[-1][1] and stacks[-1][0] != first):
-            stacks.append((first, []))  # frames with no header before them
-        stacks[-1][1].append((index, frame))
-    return [frames if first else frames[::-1] for first, frames in stacks if frames]
+        if not stacks or (not stacks[-1][2] and stacks[-1][0] != first):
+            # frames with no header before them: a cut traceback's are the job's own
+            stacks.append((first, not first, []))
+        stacks[-1][2].append((index, frame))
+    return [LoggedStack(frames if first else frames[::-1], main)
+            for first, main, frames in stacks if frames]
 
 
 def _headless(found: re.Match[str], lines: list[str], index: int) -> bool:

@@ -460,6 +460,38 @@ def test_a_dump_waiting_on_torchs_extension_lock_is_a_build():
     assert "in wait (torch/utils/file_baton.py)" in state["context"]
 
 
+def test_the_main_threads_stack_names_the_place_before_a_helper_threads_printed_after_it():
+    dump = ['Thread 4121 (idle): "MainThread"',
+            "    read (safetensors/torch.py:311)",
+            "    main (train.py:22)",
+            'Thread 4133 (idle): "comm_watchdog"',
+            "    barrier (torch/distributed/distributed_c10d.py:3439)",
+            "    run (threading.py:953)"]
+    state = fed(["rank 0 quiet", *dump]).state()
+    assert state["place"] == "generic:model_load"
+    assert "in read (safetensors/torch.py)" in state["context"]
+    helper_only = fed(["rank 0 quiet", *dump[3:]]).state()  # no main thread: the stack there is
+    assert helper_only["context"].startswith("where it went quiet: collective, ")
+
+
+def test_a_load_or_save_function_in_a_checkpoint_module_names_which_way_it_goes():
+    rules = load_rule_set()
+
+    def place_of(*frames: str) -> str | None:
+        place = stack_place(['Thread 1 (idle): "MainThread"', *frames], rules.stack_rules,
+                            lambda phase_id: rules.phase(f"generic:{phase_id}"))
+        return place.phase.id if place is not None and place.phase is not None else None
+
+    assert place_of("    _load_base_checkpoint (megatron/training/checkpointing.py:712)",
+                    "    setup_model_and_optimizer (megatron/training/training.py:720)"
+                    ) == "generic:model_load"
+    assert place_of("    dcp_save (trainer/checkpoints/writer.py:88)",
+                    "    fit (trainer/loop.py:140)") == "generic:checkpoint_save"
+    # a load in no checkpoint module names nothing
+    assert place_of("    reload_batches (trainer/data/loader.py:12)",
+                    "    main (tool.py:3)") is None
+
+
 def test_the_newer_of_a_stack_and_a_bar_names_the_silence():
     bar = "Scoring test set: 45%|####5 | 9/20 [00:03<00:04]"
     assert fed([*PY_SPY, bar]).state()["place"] == "generic:evaluation"

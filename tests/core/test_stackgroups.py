@@ -155,7 +155,7 @@ def test_stacks_in_a_log_are_read_innermost_first_whichever_way_they_are_printed
         "    main (train.py:22)",
         "an ordinary line (with parentheses:1)",
     ]
-    stacks = [[frame.text for _, frame in stack] for stack in logged_stacks(lines)]
+    stacks = [[frame.text for _, frame in stack.frames] for stack in logged_stacks(lines)]
     assert stacks == [
         ["barrier (torch/distributed/distributed_c10d.py)", "<module> (train.py)"],
         ["wait (threading.py)", "loop (train.py)"],
@@ -163,4 +163,18 @@ def test_stacks_in_a_log_are_read_innermost_first_whichever_way_they_are_printed
     ]
     assert logged_stacks(["    f (x.py:3)", "plain"]) == []  # one such line is no stack
     pasted = logged_stacks(["    f (x.py:3)", "    g (y.py:9)", "plain"])  # header cut off
-    assert [[frame.function for _, frame in stack] for stack in pasted] == [["f", "g"]]
+    assert [[frame.function for _, frame in stack.frames] for stack in pasted] == [["f", "g"]]
+    # the traceback (raised where the job was), faulthandler's current thread, MainThread
+    assert [stack.main for stack in logged_stacks(lines)] == [True, True, True]
+
+
+def test_a_helper_threads_stack_is_not_the_main_one():
+    lines = [
+        'Thread 4130 (idle): "pin_memory"',
+        "    wait (threading.py:320)",
+        'Thread 4121 (idle): "MainThread"',
+        "    read (safetensors/torch.py:311)",
+        "Thread 0x00007f1 (most recent call first):",
+        '  File "/usr/lib/python3.10/threading.py", line 320 in wait',
+    ]
+    assert [stack.main for stack in logged_stacks(lines)] == [False, True, False]
