@@ -61,6 +61,11 @@ BAR = regex.compile(r"\d{1,3}%\s*\||\|\s*\d+/\d+\s*\["
                     r"|\[[#=>.\-\u2588 ]{8,}\]\s*(?:\d{1,3}(?:\.\d+)?%|\d+/\d+)"
                     # rich's and Ultralytics' line of box glyphs: `95% ━━━━━━━━━━─ 41/43`
                     r"|\d{1,3}%\s*[\u2501\u2500\u2578\u257a]{5,}\s*\d+/\d+")
+# A bar's count, read at or just after its start (`100%|####| 4/4 [`): the bar's own, not a
+# description's (`Epoch 1/3: 45%|`).
+BAR_COUNT = regex.compile(r"\b(\d+)\s*/\s*(\d+)\b")
+BAR_COUNT_CHARS = 80
+FULL = regex.compile(r"\b100(?:\.0+)?%")
 NAMED_COUNTER = regex.compile(r"(?i)\b(?:epoch|step|iter(?:ation)?|batch)\s*[:=#]?\s*\[?\d+")
 # A launcher's or provisioning script's own progress (`Step 12/12: Running health checks`) is
 # no loop of the job's: a step N/M, a colon, a verb in -ing and more words or nothing (the
@@ -86,7 +91,7 @@ BAR_WORDS: tuple[tuple[str, regex.Pattern[str]], ...] = tuple(
                        r"|checkpoint\w*|state)\b"),
         ("data_load", r"\b(?:token\w*|preprocess\w*|map|filter\w*|download\w*|data\w*"
                       r"|shuffl\w*|packing|pack\w* sequences|process\w* (?:dataset|data|split)"
-                      r"|read\w*|load\w*|index\w*)\b"),
+                      r"|read(?:s|ing)?|load\w*|index\w*)\b"),
         ("train_loop", r"\b(?:train\w*|epoch\w*|step\w*|iter\w*|batch\w*|fit\w*)\b"),
     ))
 
@@ -160,6 +165,19 @@ class Place:
 
 def is_stop(text: str) -> bool:
     return STOP.search(text) is not None
+
+
+def bar_at_end(text: str) -> bool:
+    """A progress bar that reached its end (`100%|`, `| 4/4 [`, `50/50 [=====`): the loop
+    it counted is done, and a job quiet after it is in what comes next. Its count, where it
+    shows one, decides (tqdm rounds 999/1000 up to 100%)."""
+    bar = BAR.search(text)
+    if bar is None:
+        return False
+    count = BAR_COUNT.search(text, bar.start(), bar.end() + BAR_COUNT_CHARS)
+    if count is not None:
+        return count[1] == count[2] and count[1] != "0"
+    return FULL.search(text, bar.start()) is not None
 
 
 def place_before(lines: Sequence[str], stop: str,
@@ -238,9 +256,11 @@ def place_at_silence(lines: Sequence[str], starts: Callable[[str], Sequence[Phas
                 return Place(announced, found[0].strip(), found[1])
     if found is None:
         return None
+    done = bar_at_end(found[0])  # the loop it counted is done: the job is past it
     if found[2] is None and BAR.search(found[0]):
-        return Place(generic("train_loop"), found[0].strip(), found[1], by_default=True)
-    return Place(found[2], found[0].strip(), found[1])
+        return Place(generic("train_loop"), found[0].strip(), found[1], by_default=True,
+                     finished=done)
+    return Place(found[2], found[0].strip(), found[1], finished=done)
 
 
 def _recent(text: str, back: int,

@@ -7,7 +7,7 @@ fires the stall when its deadline has passed. Nothing here reads files or sleeps
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import regex
@@ -17,6 +17,7 @@ from hangwatch.core.before import (
     INTERRUPTED,
     TEXT_CHARS,
     Place,
+    bar_at_end,
     is_stop,
     place_at_silence,
     place_before,
@@ -642,7 +643,7 @@ class Engine:
         """Nothing open: the place expected next after the last phase completed, or after
         an action the last lines say finished (newer than that phase's end, see `silence`)."""
         if self.tracker.current is not None:
-            return None
+            return self._past_its_bar()
         silence = self.silence()
         if silence is not None and silence.finished:
             last = silence.phase
@@ -659,6 +660,24 @@ class Engine:
         if last.id not in self._between:
             self._between[last.id] = expected_next(last, self.rules)
         return self._between[last.id]
+
+    def _past_its_bar(self) -> Between | None:
+        """A phase (or step) is open, and the newest line said is a bar at its end: the loop
+        it counted is done, so beside the open phase, what comes after it."""
+        source = self._last_fed
+        step = self.tracker.current_step
+        rule = step[0] if step else self.tracker.current
+        if source is None or rule is None:
+            return None
+        newest = next((text for text in reversed(self._tails.get(source, [])[-BEFORE_LINES:])
+                       if text.strip() and not self._is_noise(text)
+                       and not INTERRUPTED.search(text)), None)
+        if newest is None or not bar_at_end(newest):
+            return None
+        if rule.id not in self._between:
+            self._between[rule.id] = expected_next(rule, self.rules)
+        after = self._between[rule.id]
+        return replace(after, by=f"{after.by}; its bar reached the end") if after else None
 
     def _between_text(self) -> str:
         between = self.between()

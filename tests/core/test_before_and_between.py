@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from hangwatch.core.before import BEFORE_LINES, place_at_silence, place_before, stack_place
+from hangwatch.core.before import (
+    BEFORE_LINES,
+    bar_at_end,
+    place_at_silence,
+    place_before,
+    stack_place,
+)
 from hangwatch.core.clock import FakeClock
 from hangwatch.core.engine import Engine
 from hangwatch.core.order import USUAL, expected_next
@@ -576,6 +582,34 @@ def test_after_a_finish_line_what_is_between_is_the_shutdown():
     assert state["between"] == ("after Megatron training iterations (megatron_train), before "
                                 "Shutting down (generic:shutdown), by a job that says it "
                                 "finished exits next")
+
+
+@pytest.mark.parametrize(("line", "ended"), [
+    ("Train epoch: 100%|##########| 10/10 [00:30<00:00,  3.00s/it]", True),
+    ("Epoch 2/2: 100%|##########| 20/20 [00:03<00:00]", True),
+    ("50/50 [==============================] - 3s 60ms/step", True),
+    ("[########] 100.00%", True),
+    ("Epoch 1/1: 45%|####5 | 9/20 [00:03<00:04]", False),  # the description's count is not it
+    ("100%|#########9| 999/1000 [00:10<00:00]", False),  # tqdm's rounding: its count decides
+    ("[####....] 54.35%", False),
+    ("step 10/10 done", False),  # a counter, no bar
+])
+def test_a_bar_at_its_end_is_told_from_one_part_way(line: str, ended: bool):
+    assert bar_at_end(line) is ended
+
+
+def test_a_bar_at_its_end_then_silence_names_what_comes_after_its_loop_beside_the_phase():
+    ended = fed(["Train epoch: 100%|##########| 10/10 [00:30<00:00,  3.00s/it]"]).state()
+    assert ended["phase"] == "generic:train_loop"  # still open: no rule saw it end
+    assert ended["between"].startswith("after Training loop (generic:train_loop), before "
+                                       "Evaluation or validation (generic:evaluation) or ")
+    assert ended["between"].endswith("; its bar reached the end")
+    part_way = fed(["Train epoch:  40%|####      | 4/10 [00:12<00:18,  3.00s/it]"]).state()
+    assert part_way["phase"] == "generic:train_loop" and part_way["between"] == ""
+    # a bar no rule names, at its end: past the training loop it is taken for
+    bare = fed(["rank 0 ready", "100%|##########| 50/50 [00:10<00:00,  4.90it/s]"]).state()
+    assert bare["place"] is None and bare["between"].startswith(
+        "after Training loop (generic:train_loop), before Evaluation or validation")
 
 
 def test_a_phase_open_or_none_seen_names_nothing_between():
