@@ -416,9 +416,11 @@ class RankTracker:
         ranks or more logged) or the job itself said fewer joined: a job where rank 0
         alone prints has no missing ranks."""
         world = self.world or 0
-        if world < 2 or world > MAX_MEMBERS or not (
-                len(seen) >= 2 or (self.joined is not None and self.joined < world)):
+        said_fewer = self.joined is not None and self.joined < world
+        if world < 2 or world > MAX_MEMBERS or not (len(seen) >= 2 or said_fewer):
             return []
+        if not said_fewer and _one_node(seen, world):
+            return []  # the others write to their own node's log
         return [str(r) for r in range(world) if str(r) not in seen]
 
     def _summary(self, laggards: list[Laggard], members: list[Member], counter: str | None,
@@ -436,12 +438,30 @@ class RankTracker:
             if len(phases) == 1 and None not in phases:
                 what.append(f"in {phases.pop()}")
             detail = f" ({', '.join(what)})" if what else ""
+            share = (f"; ranks {_span(numeric)} of world size {self.world} logged here, one "
+                     f"node's share: the others log on their own nodes"
+                     if self.world and _one_node(numeric, self.world) else "")
             return (f"no rank stands out among {len(members)} {'ranks' if numeric else 'logs'}"
-                    f"{detail}: the job is stuck as a whole")
+                    f"{detail}: the job is stuck as a whole{share}")
         if self.world and self.world > 1:
             return (f"world size {self.world}, but only {_name_member(members[0])} logged: "
                     f"the others may write elsewhere, or never started")
         return ""
+
+
+def _one_node(seen: set[str], world: int) -> bool:
+    """The ranks seen are one node's share of the world (`12-15` of 20: a block as large as
+    the world divides into, where such a block starts): a multi-node job's log of one node,
+    whose other ranks write on their own nodes, not ranks that never started."""
+    ranks = sorted(int(r) for r in seen if r.isdigit())
+    size = len(ranks)
+    return (2 <= size < world and world % size == 0 and ranks[0] % size == 0
+            and ranks[-1] - ranks[0] + 1 == size)
+
+
+def _span(seen: set[str]) -> str:
+    ranks = sorted(int(r) for r in seen if r.isdigit())
+    return f"{ranks[0]}-{ranks[-1]}"
 
 
 # --- laggard rules --------------------------------------------------------------------------

@@ -156,6 +156,24 @@ def test_merged_log_all_equal_and_a_missing_rank(prefilter):
         (1, "never logged (world size 4: world_size=4)")]
 
 
+@MODES
+def test_one_nodes_share_of_the_world_names_no_missing_rank(prefilter):
+    # the log of the second of two nodes: ranks 4-7 of 8; ranks 0-3 write on node one
+    lines = [f"[rank{r}]: calling init_process_group(backend=nccl, world_size=8)"
+             for r in range(4, 8)]
+    lines += [f"[rank{r}]: step {s} loss 0.5000" for s in range(1, 20) for r in range(4, 8)]
+    engine, _ = make(prefilter)
+    engine.feed_block("node1.log", block(lines))
+    stall = engine.diagnosis()
+    assert stall.laggards == ()
+    assert stall.rank_summary.endswith("ranks 4-7 of world size 8 logged here, one node's "
+                                       "share: the others log on their own nodes")
+    # ranks 4-6 alone are no node's share (8 is not a multiple of 3): rank 7 and the rest
+    engine, _ = make(prefilter)
+    engine.feed_block("node1.log", block([x for x in lines if not x.startswith("[rank7]")]))
+    assert [lag.rank for lag in engine.diagnosis().laggards][:2] == [0, 1]
+
+
 def test_merged_log_read_live_line_by_line_tracks_each_rank():
     engine, clock = make(True)
     data = merged("[rank{r}]:", {3: 40}, steps=60).splitlines(keepends=True)
