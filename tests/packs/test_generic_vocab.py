@@ -106,6 +106,18 @@ NAMED = [
     ("Predicting DataLoader 0:  50%|#####     | 5/10 [00:01<00:01,  4.20it/s]", "evaluation"),
     ("Predict begin...", "evaluation"),
     ('  File "train.py", line 40, in validation_step', "evaluation"),
+    # NeMo's checkpoint callback and Megatron checkpoint IO, its NGC downloads
+    ("[NeMo I 2024-06-01 10:00:00 nemo_model_checkpoint:573] Checkpoint save for step 100 started "
+     "at 1717236000.123.", "checkpoint_save"),
+    ("[NeMo I 2024-06-01 10:00:00 pl:353] Using <megatron.core.dist_checkpointing.strategies."
+     "fully_parallel.FullyParallelSaveStrategyWrapper object at 0x7f1c> dist-ckpt save strategy.",
+     "checkpoint_save"),
+    ("[NeMo I 2024-06-01 10:00:00 pl:275] Using <megatron.core.dist_checkpointing.strategies."
+     "fully_parallel.FullyParallelLoadStrategyWrapper object at 0x7f1c> dist-ckpt load strategy.",
+     "model_load"),
+    ("[NeMo I 2024-06-01 10:00:00 cloud:68] Downloading from: https://api.ngc.nvidia.com/v2/models/"
+     "nvidia/nemo/stt_en_conformer/versions/1.0/files/stt_en_conformer.nemo to /root/.cache/torch/"
+     "NeMo/stt_en_conformer.nemo", "model_load"),
 ]
 NOT_THERE = [
     # Megatron's model-parallel groups are process groups, not a model being built
