@@ -86,6 +86,38 @@ NAMED = [
     ("srun: Job step aborted: Waiting up to 32 seconds for job step to finish.", "shutdown"),
     ("wandb: Run summary:", "shutdown"),
     ("INFO:fairseq_cli.train:done training in 117.2 seconds", "shutdown"),
+    # torchvision's dataset downloads, torch.hub's weights, detectron2's proposals and
+    # evaluators, ultralytics' label scan, mmengine's loop start and checkpoint loader
+    ("Downloading https://ossci-datasets.s3.amazonaws.com/mnist/train-images-idx3-ubyte.gz to "
+     "./data/MNIST/raw/train-images-idx3-ubyte.gz", "data_load"),
+    ("Extracting ./data/cifar-10-python.tar.gz to ./data", "data_load"),
+    ('Downloading: "https://download.pytorch.org/models/resnet50-0676ba61.pth" to '
+     "/root/.cache/torch/hub/checkpoints/resnet50-0676ba61.pth", "model_load"),
+    ("[d2.data.build]: Loading proposals from: datasets/coco/proposals.pkl", "data_load"),
+    ("[d2.evaluation.coco_evaluation]: Preparing results for COCO format ...", "evaluation"),
+    ("Preparing results in the LVIS format ...", "evaluation"),
+    ("train: Scanning /data/coco128/labels/train2017... 126 images, 2 backgrounds, 0 corrupt: "
+     "100%|##########| 128/128 [00:00<00:00, 1.2kit/s]", "data_load"),
+    ("mmengine - INFO - Checkpoints will be saved to /work/dirs/exp.", "train_loop"),
+    ("Loads checkpoint by local backend from path: work_dirs/epoch_1.pth", "model_load"),
+    ("Initializing mmdet backbone weights...", "model_load"),
+    # Lightning's test and predict bars, Paddle hapi's prediction
+    ("Testing DataLoader 0:  50%|#####     | 5/10 [00:01<00:01,  4.20it/s]", "evaluation"),
+    ("Predicting DataLoader 0:  50%|#####     | 5/10 [00:01<00:01,  4.20it/s]", "evaluation"),
+    ("Predict begin...", "evaluation"),
+    ('  File "train.py", line 40, in validation_step', "evaluation"),
+    # NeMo's checkpoint callback and Megatron checkpoint IO, its NGC downloads
+    ("[NeMo I 2024-06-01 10:00:00 nemo_model_checkpoint:573] Checkpoint save for step 100 started "
+     "at 1717236000.123.", "checkpoint_save"),
+    ("[NeMo I 2024-06-01 10:00:00 pl:353] Using <megatron.core.dist_checkpointing.strategies."
+     "fully_parallel.FullyParallelSaveStrategyWrapper object at 0x7f1c> dist-ckpt save strategy.",
+     "checkpoint_save"),
+    ("[NeMo I 2024-06-01 10:00:00 pl:275] Using <megatron.core.dist_checkpointing.strategies."
+     "fully_parallel.FullyParallelLoadStrategyWrapper object at 0x7f1c> dist-ckpt load strategy.",
+     "model_load"),
+    ("[NeMo I 2024-06-01 10:00:00 cloud:68] Downloading from: https://api.ngc.nvidia.com/v2/models/"
+     "nvidia/nemo/stt_en_conformer/versions/1.0/files/stt_en_conformer.nemo to /root/.cache/torch/"
+     "NeMo/stt_en_conformer.nemo", "model_load"),
 ]
 NOT_THERE = [
     # Megatron's model-parallel groups are process groups, not a model being built
@@ -107,6 +139,16 @@ NOT_THERE = [
     ("wandb: Run data is saved locally in /w/wandb/run-20240101", "shutdown"),
     ("srun: error: Unable to create step for job 1234: Job/step already completing or "
      "completed", "shutdown"),
+    # Lightning's start-of-fit warning names the hook in backticks: no evaluation runs
+    ("You passed in a `val_dataloader` but have no `validation_step`. Skipping val loop.",
+     "evaluation"),
+    ("You defined a `validation_step` but have no `val_dataloader`. Skipping val loop.",
+     "evaluation"),
+    # a download bar of bytes, a feature extraction: no dataset fetched, no model downloaded
+    ("Downloading: 100%|##########| 1.20G/1.20G [00:30<00:00, 40.0MB/s]", "model_load"),
+    ("Extracting features from the model", "data_load"),
+    # mmengine's LoggerHook says where logs go: no loop started
+    ("Text logs will be saved to work_dirs/exp after the training process.", "train_loop"),
 ]
 # Signals, as the launcher prints them, and lines that only look like one.
 SIGNALED = [
