@@ -558,7 +558,7 @@ def test_past_a_packs_last_phase_the_usual_order_of_a_training_job_says_what_fol
     rules = load_rule_set()
     weights = rules.phase("vllm_load_weights")
     assert weights is not None
-    between = expected_next(rules.phase("vllm_cuda_graph") or weights, rules)
+    between = expected_next(rules.phase("vllm_serving") or weights, rules)
     assert between is not None and between.by == USUAL
     data_load = rules.phase("generic:data_load")
     assert data_load is not None
