@@ -39,7 +39,7 @@ from hangwatch.core.events import (
 from hangwatch.core.history import History
 from hangwatch.core.lines import last_lines
 from hangwatch.core.model import PhaseRule, SignalRule
-from hangwatch.core.order import Between, after_finish, expected_next
+from hangwatch.core.order import Between, after_finish, before_in_order, expected_next
 from hangwatch.core.phases import PhaseTracker, TimelineEntry, Where
 from hangwatch.core.prefilter import Prefilter
 from hangwatch.core.progress import ProgressJudge
@@ -469,8 +469,8 @@ class Engine:
             starts = _pack_only(starts)
             match = match._replace(phase_starts=starts)
         for rule in starts:  # a generic phase that does not nest: silent in a pack's
-            if not rule.nests and self._inside_pack_phase(rule):
-                starts = tuple(r for r in starts if r.nests or not self._inside_pack_phase(r))
+            if self._silenced(rule):
+                starts = tuple(r for r in starts if not self._silenced(r))
                 match = match._replace(phase_starts=starts)
                 break
         moved = match.finish is not None  # a phase moved, or the job finished
@@ -702,9 +702,17 @@ class Engine:
                 f"runs); now {format_duration(self.clock.wall() - entry.started_wall)}")
 
     def _inside_pack_phase(self, rule: PhaseRule) -> bool:
-        """A generic-layer phase seen while a pack's phase is open."""
+        """A generic-layer phase seen while a pack's phase is open, and not past it: a
+        generic phase that does not nest (the training loop), seen while a pack's phase of
+        an earlier kind of place is open (its engine's init), says the job moved on."""
         current = self.tracker.current
-        return rule.origin.generic and current is not None and not current.origin.generic
+        return (rule.origin.generic and current is not None and not current.origin.generic
+                and (rule.nests or not before_in_order(current, rule)))
+
+    def _silenced(self, rule: PhaseRule) -> bool:
+        """A generic phase that does not nest, inside a pack's phase: the pack's own loop
+        says more."""
+        return not rule.nests and self._inside_pack_phase(rule)
 
     def _repeats_only(self, starts: tuple[PhaseRule, ...]) -> bool:
         """Would these STARTs change nothing (PhaseTracker.repeats_only)? A generic one that
@@ -712,7 +720,7 @@ class Engine:
         for rule in starts:
             if rule.origin.generic and not rule.nests:  # rare: most STARTs are a pack's
                 return self.tracker.repeats_only(tuple(
-                    r for r in starts if r.nests or not self._inside_pack_phase(r)))
+                    r for r in starts if not self._silenced(r)))
         return self.tracker.repeats_only(starts)
 
     def _marker(self) -> str | None:

@@ -81,6 +81,17 @@ def after_finish(last: PhaseRule, rules: Rules) -> Between | None:
     return Between(last, (shutdown,), FINISHED) if shutdown is not None else None
 
 
+def before_in_order(earlier: PhaseRule, later: PhaseRule) -> bool:
+    """Whether `earlier`'s kind of place comes before `later`'s in the usual order of a
+    training job (both must declare a kind): a job opening `later` is past `earlier`."""
+    first, then = _kind_stage(earlier.kind), _kind_stage(later.kind)
+    return first is not None and then is not None and first < then
+
+
+def _kind_stage(kind: str | None) -> int | None:
+    return next((i for i, stage in enumerate(_STAGES) if kind in stage), None)
+
+
 def _stage(phase: PhaseRule, generic: dict[str, PhaseRule], rules: Rules) -> int | None:
     """The stage of the usual order `phase` belongs to: its kind's (a generic phase is its
     own kind), else, for a user's phase that declares none, the first stage whose words its

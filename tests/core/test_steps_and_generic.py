@@ -265,6 +265,31 @@ def test_a_generic_phase_that_does_not_nest_is_no_step_inside_a_pack_phase():
     assert fresh.state()["phase"] == "generic:train_loop"
 
 
+KINDED = r"""
+pack: engine
+phases:
+  - id: engine_init
+    kind: model_load
+    start: 'engine init begins'
+    done: 'engine ready'
+    advice: ["the engine"]
+  - id: engine_loop
+    kind: train_loop
+    start: 'engine step \d+'
+    advice: ["its loop"]
+"""
+
+
+def test_a_generic_loop_seen_while_a_packs_earlier_kind_of_phase_is_open_is_the_phase():
+    rules = RuleSet([load_pack_text(GENERIC, "g.yaml"), load_pack_text(KINDED, "e.yaml")])
+    e = Engine(rules, default_stall=600.0, clock=FakeClock())
+    feed(e, "engine init begins", "Processing batch 1")  # the init's end line never came
+    assert (e.state()["phase"], e.state()["step"]) == ("generic:train_loop", None)
+    own = Engine(rules, default_stall=600.0, clock=FakeClock())
+    feed(own, "engine step 1", "Processing batch 1")  # the pack's own loop says more
+    assert (own.state()["phase"], own.state()["step"]) == ("engine_loop", None)
+
+
 @pytest.mark.parametrize("prefiltered", [True, False])
 def test_a_healthy_loop_that_uses_the_generic_words_is_never_called_stalled(prefiltered):
     # Ten minutes of a healthy job, two lines a second: steps advance; a checkpoint is
