@@ -14,9 +14,9 @@ import regex
 
 from hangwatch.core.before import (
     BEFORE_LINES,
-    INTERRUPTED,
     TEXT_CHARS,
     Place,
+    interrupted,
     is_stop,
     place_at_silence,
     place_before,
@@ -464,7 +464,7 @@ class Engine:
         marks = dones or match.finish or not self.tracker.repeats_only(starts)
         where = Where(source, line, now_wall, parse_stamp(text) if marks else None, text)
         hit = match  # as the line hit: whether only generic rules did is asked of it
-        if starts and INTERRUPTED.search(text):  # stopped from outside: the place is before
+        if starts and interrupted(text):  # stopped from outside: the place is before
             starts = _pack_only(starts)
             match = match._replace(phase_starts=starts)
         for rule in starts:  # a generic phase that does not nest: silent in a pack's
@@ -636,7 +636,7 @@ class Engine:
         if found is None:
             return ()
         starts = found.phase_starts
-        return _pack_only(starts) if starts and INTERRUPTED.search(candidate) else starts
+        return _pack_only(starts) if starts and interrupted(candidate) else starts
 
     def between(self) -> Between | None:
         """Nothing open: the place expected next after the last phase completed, or after

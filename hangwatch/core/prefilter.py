@@ -599,9 +599,10 @@ class _FirstHits:
             hits: Iterable[tuple[int, int]] = sorted(
                 prefilter._firsts(data, low, high).items(), key=lambda item: item[1])
         else:
-            ends, pids = self._ends, self._pids
-            hits = ((pids[i], ends[i]) for i in range(bisect.bisect_right(ends, low),
-                                                      bisect.bisect_right(ends, high)))
+            ends = self._ends
+            first, last = bisect.bisect_right(ends, low), bisect.bisect_right(ends, high)
+            # Slices of the arrays, zipped: C, where a generator indexing them costs a step a hit.
+            hits = zip(self._pids[first:last], ends[first:last], strict=True)
         best: int | None = None
         kept: list[tuple[int, int]] = []
         seen: set[int] = set()
@@ -648,8 +649,9 @@ class _FirstHits:
             self._dense = True
             return
         codes.sort()
-        self._ends.extend(code >> 16 for code in codes)
-        self._pids.extend(code & 0xFFFF for code in codes)
+        # Lists, not generators: a generator is resumed for each hit, two steps a hit.
+        self._ends.extend([code >> 16 for code in codes])
+        self._pids.extend([code & 0xFFFF for code in codes])
         self._known = high
 
 
