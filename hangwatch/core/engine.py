@@ -44,7 +44,7 @@ from hangwatch.core.prefilter import Prefilter
 from hangwatch.core.progress import ProgressJudge
 from hangwatch.core.ranks import RankTracker
 from hangwatch.core.rules import LineMatch, RuleSet, is_generic_only
-from hangwatch.core.segments import QUIET, Held, Pending, Plain, Spans
+from hangwatch.core.segments import Held, Pending, Plain, Spans
 from hangwatch.core.stall import StallTimer
 from hangwatch.core.timestamps import parse_stamp
 from hangwatch.core.waits import WaitDetector
@@ -162,16 +162,14 @@ class Engine:
         """feed_block through the prefilter: only lines a rule hits, and plain lines until
         one is progress, are handled one by one. For the same reason, once the block has
         shown progress, a line that can only repeat the START of an open phase or feed a
-        progress rule is set aside (alone, or in Spans the prefilter cuts by asking
-        `_repeats_only`): of those, only the last of each rule matters, for what the
-        progress judge remembers, and it is handed over before any other line."""
+        progress rule is set aside (alone as Pending, or in Spans, which the prefilter cuts
+        by asking `_repeats_only`): of those, only the last of each rule matters, for what
+        the progress judge remembers, and it is handed over before any other line."""
         events: list[Event] = []
         line = self.lines.get(source, 0)
         held = Held(prefilter)
-        # The tracker's answers until it moves, by the STARTs' tuple (one per plan, kept by
-        # the prefilter, so its id names it: hashing rules costs more than asking) and by
-        # rule for the prefilter's own questions (asked of every START in each window).
-        repeats: dict[int, bool] = {}
+        # The tracker's answers until it moves, by rule: the prefilter asks of every START
+        # in each window and on each line it may hand over as Pending.
         by_rule: dict[int, bool] = {}
 
         def repeats_only(rule: PhaseRule) -> bool:
@@ -195,22 +193,10 @@ class Engine:
                 events.extend(self._plain(source, at(line), text))
                 continue
             if isinstance(match, Pending):
-                repeat = repeats.get(id(match.starts))
-                if repeat is None:
-                    repeat = repeats[id(match.starts)] = self._repeats_only(match.starts)
-                if self._progressed and repeat:
-                    held.add(match)
-                    continue
-                text, resolved = prefilter.resolve(match)
-                if resolved is None:  # plain after all
-                    events.extend(self._plain(source, at(line), text))
-                    continue
-                if resolved is QUIET:
-                    continue
-                match = resolved
+                held.add(match)
+                continue
             self._release(held, source)
             events.extend(self._matched(source, at(line), text, match))
-            repeats.clear()
             by_rule.clear()
         self._release(held, source)
         return events
