@@ -611,7 +611,7 @@ class _Prefixes:
         """The rank the prefix of `text` names, as a member's label (`3`, not `03`); None
         when it has none. A line starting with a Ray prefix is named by that prefix, which
         ends at its first `)`: its label is kept by that head, since a merged Ray log
-        repeats a few prefixes on every line (the searches cost 3 µs a line)."""
+        repeats a few prefixes on every line (0.3 µs a line against 1.6 µs searching)."""
         head = text[:text.find(")") + 1] if text.startswith("(") else ""
         if head and self._ray is not None:
             label = self._actors.get(head)
