@@ -43,6 +43,25 @@ STOP = regex.compile(
 # echo of a Ctrl-C at the head of the next line.
 INTERRUPTED = regex.compile(r"\bSIG(?:INT|TERM|HUP|KILL|QUIT)\b|\bKeyboardInterrupt\b"
                             r"|(?i:\bctrl[- ]?c\b|\bdeath signal\b)|^\^C")
+# One of these is in every INTERRUPTED match on a line of ASCII, lowered: `sig` for the
+# signal names and `death signal`.
+_INTERRUPTED_WORDS = ("sig", "ctrl", "keyboardinterrupt", "^c")
+
+
+def interrupted(text: str) -> bool:
+    """Does the line say the job was stopped from outside (INTERRUPTED)? On a line of ASCII
+    the search runs only where one of its words is: 0.3 µs against 1.5 µs, on every line
+    that starts a phase. (Outside ASCII, case folding matches other letters: U+017F is `s`.)"""
+    if text.isascii():
+        lower = text.lower()
+        for word in _INTERRUPTED_WORDS:  # a loop: any() over a generator costs twice this
+            if word in lower:
+                break
+        else:
+            return False
+    return INTERRUPTED.search(text) is not None
+
+
 # A progress bar or a counter: where a loop was, even when no rule names the loop.
 COUNTER = regex.compile(
     r"\d{1,3}%\s*\||\|\s*\d+/\d+\s*\[|\b\d+\s*/\s*\d+\b"
@@ -228,7 +247,7 @@ def place_at_silence(lines: Sequence[str], starts: Callable[[str], Sequence[Phas
     finished = False  # a line newer than the one being read says something finished
     said = 0  # lines read that are not quiet
     for back, text in enumerate(reversed(lines[-BEFORE_LINES:]), start=1):
-        if quiet(text) or INTERRUPTED.search(text):
+        if quiet(text) or interrupted(text):
             continue
         said += 1
         rules = starts(text)

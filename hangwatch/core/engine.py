@@ -14,10 +14,10 @@ import regex
 
 from hangwatch.core.before import (
     BEFORE_LINES,
-    INTERRUPTED,
     TEXT_CHARS,
     Place,
     bar_at_end,
+    interrupted,
     is_stop,
     place_at_silence,
     place_before,
@@ -45,7 +45,7 @@ from hangwatch.core.prefilter import Prefilter
 from hangwatch.core.progress import ProgressJudge
 from hangwatch.core.ranks import RankTracker
 from hangwatch.core.rules import LineMatch, RuleSet, is_generic_only
-from hangwatch.core.segments import QUIET, Held, Pending, Plain, Spans
+from hangwatch.core.segments import Held, Pending, Plain, Spans
 from hangwatch.core.stall import StallTimer
 from hangwatch.core.timestamps import parse_stamp
 from hangwatch.core.waits import WaitDetector
@@ -163,16 +163,14 @@ class Engine:
         """feed_block through the prefilter: only lines a rule hits, and plain lines until
         one is progress, are handled one by one. For the same reason, once the block has
         shown progress, a line that can only repeat the START of an open phase or feed a
-        progress rule is set aside (alone, or in Spans the prefilter cuts by asking
-        `_repeats_only`): of those, only the last of each rule matters, for what the
-        progress judge remembers, and it is handed over before any other line."""
+        progress rule is set aside (alone as Pending, or in Spans, which the prefilter cuts
+        by asking `_repeats_only`): of those, only the last of each rule matters, for what
+        the progress judge remembers, and it is handed over before any other line."""
         events: list[Event] = []
         line = self.lines.get(source, 0)
         held = Held(prefilter)
-        # The tracker's answers until it moves, by the STARTs' tuple (one per plan, kept by
-        # the prefilter, so its id names it: hashing rules costs more than asking) and by
-        # rule for the prefilter's own questions (asked of every START in each window).
-        repeats: dict[int, bool] = {}
+        # The tracker's answers until it moves, by rule: the prefilter asks of every START
+        # in each window and on each line it may hand over as Pending.
         by_rule: dict[int, bool] = {}
 
         def repeats_only(rule: PhaseRule) -> bool:
@@ -196,22 +194,10 @@ class Engine:
                 events.extend(self._plain(source, at(line), text))
                 continue
             if isinstance(match, Pending):
-                repeat = repeats.get(id(match.starts))
-                if repeat is None:
-                    repeat = repeats[id(match.starts)] = self._repeats_only(match.starts)
-                if self._progressed and repeat:
-                    held.add(match)
-                    continue
-                text, resolved = prefilter.resolve(match)
-                if resolved is None:  # plain after all
-                    events.extend(self._plain(source, at(line), text))
-                    continue
-                if resolved is QUIET:
-                    continue
-                match = resolved
+                held.add(match)
+                continue
             self._release(held, source)
             events.extend(self._matched(source, at(line), text, match))
-            repeats.clear()
             by_rule.clear()
         self._release(held, source)
         return events
@@ -465,7 +451,7 @@ class Engine:
         marks = dones or match.finish or not self.tracker.repeats_only(starts)
         where = Where(source, line, now_wall, parse_stamp(text) if marks else None, text)
         hit = match  # as the line hit: whether only generic rules did is asked of it
-        if starts and INTERRUPTED.search(text):  # stopped from outside: the place is before
+        if starts and interrupted(text):  # stopped from outside: the place is before
             starts = _pack_only(starts)
             match = match._replace(phase_starts=starts)
         for rule in starts:  # a generic phase that does not nest: silent in a pack's
@@ -637,7 +623,7 @@ class Engine:
         if found is None:
             return ()
         starts = found.phase_starts
-        return _pack_only(starts) if starts and INTERRUPTED.search(candidate) else starts
+        return _pack_only(starts) if starts and interrupted(candidate) else starts
 
     def between(self) -> Between | None:
         """Nothing open: the place expected next after the last phase completed, or after
@@ -671,7 +657,7 @@ class Engine:
             return None
         newest = next((text for text in reversed(self._tails.get(source, [])[-BEFORE_LINES:])
                        if text.strip() and not self._is_noise(text)
-                       and not INTERRUPTED.search(text)), None)
+                       and not interrupted(text)), None)
         if newest is None or not bar_at_end(newest):
             return None
         if rule.id not in self._between:

@@ -26,8 +26,10 @@ class Advice:
     because: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class PhaseEvent:
+    """A phase or step started or completed."""
+
     phase: str
     title: str
     state: Literal["started", "completed"]
@@ -36,6 +38,14 @@ class PhaseEvent:
     wall: float
     stamp: float | None = None  # time printed on the line itself, when it carries one
     parent: str | None = None  # a step: the phase it runs inside
+
+    def __init__(self, phase: str, title: str, state: Literal["started", "completed"],
+                 source: str, line: int, wall: float, stamp: float | None = None,
+                 parent: str | None = None) -> None:
+        # One is made for most state changes: the generated __init__ of a frozen dataclass
+        # sets each field through object.__setattr__, 0.9 µs; one update of the dict, 0.4.
+        self.__dict__.update(phase=phase, title=title, state=state, source=source, line=line,
+                             wall=wall, stamp=stamp, parent=parent)
 
 
 @dataclass(frozen=True)

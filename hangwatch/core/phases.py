@@ -175,8 +175,10 @@ class PhaseTracker:
 
     def _close_steps(self, phase_id: str, where: Where,
                      which: Callable[[PhaseRule], bool]) -> list[PhaseEvent]:
-        steps = self._steps.get(phase_id, [])
+        steps = self._steps.get(phase_id)
         events: list[PhaseEvent] = []
+        if not steps:  # most phases: no step open
+            return events
         for rule, entry in [s for s in steps if which(s[0])]:
             steps.remove((rule, entry))
             self._end(entry, where)

@@ -150,7 +150,7 @@ class Prefilter:
                 if start == end:
                     break
                 pos = stop + 1
-                found = self._flagged(data[start:stop], mask, plain=True)
+                found = self._flagged(data[start:stop], mask, None, plain=True)
                 if found is None:
                     lines += 1
                     continue
@@ -173,7 +173,7 @@ class Prefilter:
             if start == len(data):
                 break
             pos = stop + 1
-            lines = yield from self._alone(data, start, stop, lines)
+            lines = yield from self._alone(data, start, stop, lines, repeats_only)
         return lines
 
     def _stretch(self, data: bytes, pos: int, end: int, lines: int,
@@ -208,7 +208,7 @@ class Prefilter:
             size = max(STRETCH_WINDOW, 2 * (stop - pos))
             close = close + 1 if stop - pos < CLOSE_BYTES else 0
             pos = data.index(b"\n", stop - 1) + 1
-            lines = yield from self._alone(data, cut, pos - 1, lines)
+            lines = yield from self._alone(data, cut, pos - 1, lines, repeats_only)
         return lines
 
     def _one_by_one(self, data: bytes, pos: int, end: int, lines: int,
@@ -233,7 +233,7 @@ class Prefilter:
                 yield Segment(lines, "", Spans(data, pos, start, tuple(held.values())))
                 lines, held = 0, {}
             pos = stop + 1
-            lines = yield from self._alone(data, start, stop, lines, mask)
+            lines = yield from self._alone(data, start, stop, lines, repeats_only, mask)
             repeats.clear()
         lines += data.count(b"\n", pos, end)
         if held:
@@ -242,12 +242,14 @@ class Prefilter:
         return lines
 
     def _alone(self, data: bytes, start: int, stop: int, lines: int,
+               repeats_only: Callable[[PhaseRule], bool],
                mask: int | None = None) -> Generator[Segment, None, int]:
         """Line `data[start:stop]` (flagged with `mask`, else scanned alone) as a segment of
-        its own after `lines` lines passed over; returns the lines passed over since."""
+        its own after `lines` lines passed over, in a block that has shown progress; returns
+        the lines passed over since."""
         raw = data[start:stop]
         found = self._flagged(raw, self._line_mask(raw) if mask is None else mask,
-                              plain=False)
+                              repeats_only, plain=False)
         if found is None:
             return lines + 1
         yield Segment(lines, *found)
@@ -279,22 +281,22 @@ class Prefilter:
                 return done + 1
         return None
 
-    def _flagged(self, raw: bytes, mask: int,
+    def _flagged(self, raw: bytes, mask: int, repeats_only: Callable[[PhaseRule], bool] | None,
                  plain: bool) -> tuple[str, LineMatch | Pending | Plain] | None:
         """What a flagged line is as a segment (text and match), or None when it is only
-        counted (noise, or plain while the caller needs no plain line)."""
+        counted (noise, or plain while the caller needs no plain line). A line the engine
+        may set aside comes as Pending only where it would: once the block has shown
+        progress (`repeats_only` given), when each of its STARTs repeats only. Any other is
+        resolved here: most state changes, which the engine would resolve at once."""
         candidates = self.candidates(raw, mask)
-        if candidates is not None and candidates[0] and (
-                pending := self._pending(raw, candidates)) is not None:
-            return "", pending
+        if repeats_only is not None and candidates is not None and candidates[0]:
+            defer = self.plan(*candidates).defer
+            if defer is not None and all(map(repeats_only, defer[0])):
+                return "", Pending(raw, defer[1])
         text, match = self.line(raw, candidates)
         if match is None:
             return (text, PLAIN) if plain else None
         return None if match is QUIET else (text, match)
-
-    def resolve(self, pending: Pending) -> tuple[str, LineMatch | None]:
-        """What a Pending line means (QUIET: noise only)."""
-        return self.line(pending.raw, (pending.mask, pending.strict))
 
     def matches(self, entry: Entry,
                 items: Iterable[bytes | Spans]) -> Iterator[regex.Match[str]]:
@@ -415,12 +417,6 @@ class Prefilter:
             self.database("first").scan(memoryview(data)[low:high],
                                          match_event_handler=on_match)
         return firsts
-
-    def _pending(self, raw: bytes, candidates: tuple[int, bool]) -> Pending | None:
-        plan = self.plan(*candidates)
-        if plan.defer is None:
-            return None
-        return Pending(raw, *candidates, *plan.defer)
 
     def line(self, raw: bytes,
              candidates: tuple[int, bool] | None) -> tuple[str, LineMatch | None]:
@@ -599,9 +595,10 @@ class _FirstHits:
             hits: Iterable[tuple[int, int]] = sorted(
                 prefilter._firsts(data, low, high).items(), key=lambda item: item[1])
         else:
-            ends, pids = self._ends, self._pids
-            hits = ((pids[i], ends[i]) for i in range(bisect.bisect_right(ends, low),
-                                                      bisect.bisect_right(ends, high)))
+            ends = self._ends
+            first, last = bisect.bisect_right(ends, low), bisect.bisect_right(ends, high)
+            # Slices of the arrays, zipped: C, where a generator indexing them costs a step a hit.
+            hits = zip(self._pids[first:last], ends[first:last], strict=True)
         best: int | None = None
         kept: list[tuple[int, int]] = []
         seen: set[int] = set()
@@ -648,8 +645,9 @@ class _FirstHits:
             self._dense = True
             return
         codes.sort()
-        self._ends.extend(code >> 16 for code in codes)
-        self._pids.extend(code & 0xFFFF for code in codes)
+        # Lists, not generators: a generator is resumed for each hit, two steps a hit.
+        self._ends.extend([code >> 16 for code in codes])
+        self._pids.extend([code & 0xFFFF for code in codes])
         self._known = high
 
 

@@ -69,9 +69,25 @@ def _count(rule: ProgressRule, match: regex.Match[str]) -> tuple[tuple[str, tupl
     if found is None:
         return None
     # Other named groups tell counters apart ("train" vs "validation" split).
-    key = (rule.id, tuple(str(v) for k, v in sorted(match.groupdict().items())
-                          if k != rule.counter))
+    others = _others(match.re, rule.counter)
+    key = (rule.id, tuple(str(match.group(name)) for name in others) if others else ())
     return key, float(found.group())
+
+
+_OTHERS: dict[tuple[regex.Pattern[str], str], tuple[str, ...]] = {}  # few progress rules
+
+
+def _others(pattern: regex.Pattern[str], counter: str) -> tuple[str, ...]:
+    """The names of a pattern's groups other than its counter, in order of name: kept by
+    pattern, since sorting a match's groups for each counted line costs more than the
+    rest of counting it."""
+    found = _OTHERS.get((pattern, counter))
+    if found is None:
+        if len(_OTHERS) >= 1024:  # rule sets reloaded many times: memory stays flat
+            _OTHERS.clear()
+        found = _OTHERS[(pattern, counter)] = tuple(
+            sorted(name for name in pattern.groupindex if name != counter))
+    return found
 
 
 def _beat(match: regex.Match[str]) -> str:

@@ -11,7 +11,6 @@ from typing import Any, NamedTuple, Protocol
 import regex
 
 from hangwatch.core.meaning import HitKind, LineMatch, noise_only
-from hangwatch.core.model import PhaseRule
 
 
 @dataclass(frozen=True)
@@ -45,17 +44,14 @@ def quiet(match: LineMatch | None) -> LineMatch | None:
 
 
 class Pending(NamedTuple):
-    """A line that only STARTs, progress rules and noise rules may hit. Once its block has
-    shown progress, and its STARTs are of open phases, such a line changes nothing but what
-    the progress judge remembers, and only the last one of each rule counts for that: the
-    engine may then set it aside in a `Held` instead of asking `Prefilter.resolve`. (Named
-    tuples, as Spans and Segment: one is made for most state changes, a third the cost of
-    a frozen dataclass.)"""
+    """A line of a block that has shown progress, which only STARTs that would change
+    nothing (the engine said so), progress rules whose memory is a single value and noise
+    rules may hit: it changes nothing but what the progress judge remembers, and only the
+    last one of each rule counts for that, so the engine sets it aside in a `Held`.
+    `progress`: the progress rules that may hit it. (Named tuples, as Spans and Segment:
+    a third the cost of a frozen dataclass.)"""
 
     raw: bytes
-    mask: int
-    strict: bool
-    starts: tuple[PhaseRule, ...]
     progress: tuple[Entry, ...]
 
 
@@ -107,8 +103,8 @@ class Held:
 class Segment(NamedTuple):
     """A piece of a block as the prefilter cuts it: `lines` lines passed over (noise only,
     or plain while the engine needs no plain line), then, unless `match` is None, one more
-    line: `text` and what `RuleSet.match` says of it, a Pending line whose answer is left to
-    be asked, or PLAIN. Or `lines` lines and a `Spans` of them that the engine sets aside
+    line: `text` and what `RuleSet.match` says of it, a Pending line the engine sets aside,
+    or PLAIN. Or `lines` lines and a `Spans` of them that the engine sets aside
     whole (`text` is then empty)."""
 
     lines: int

@@ -35,8 +35,7 @@ def parse_stamp(text: str, *, default_year: int | None = None) -> float | None:
     dash = head.find("-")
     iso = _PATTERNS[0].search(head, max(0, dash - 4)) if dash >= 0 else None
     if iso is not None:
-        y, month, day_, hour_, minute_, second_, fraction, zone = iso.groups()
-        found = _stamp(_day(y, month, day_, zone), hour_, minute_, second_, fraction)
+        found = _iso(iso)
         if found is not None:
             return found
     glog = _PATTERNS[1].match(head)
@@ -45,6 +44,33 @@ def parse_stamp(text: str, *, default_year: int | None = None) -> float | None:
         year = str(default_year or dt.date.today().year)
         return _stamp(_day(year, month, day_, None), hour_, minute_, second_, fraction)
     return None
+
+
+def _iso(found: re.Match[str]) -> float | None:
+    """Epoch seconds of an ISO stamp; None for a time that is none. Its minute's start is
+    kept by the digits as printed (a log's stamps share a few minutes): the rest of a stamp
+    is its seconds and fraction."""
+    y, month, day_, hour_, minute_, second_, fraction, zone = found.groups()
+    key = (found.string[found.start():found.start() + 16], zone)  # `2026-01-11 10:00`
+    if key in _MINUTES:
+        minute = _MINUTES[key]
+    else:
+        if len(_MINUTES) >= 4096:
+            _MINUTES.clear()
+        minute = _MINUTES[key] = _minute(_day(y, month, day_, zone), hour_, minute_)
+    second = int(second_)
+    if minute is None or second > 59:
+        return None
+    micro = int(fraction[:6].ljust(6, "0")) if fraction else 0
+    return (minute + second * 1_000_000 + micro) / 1_000_000
+
+
+def _minute(day: int | None, hour_: str, minute_: str) -> int | None:
+    """Microseconds from the epoch to a minute's start on `day`; None for one that is none."""
+    hour, minute = int(hour_), int(minute_)
+    if day is None or hour > 23 or minute > 59:
+        return None
+    return day + (hour * 60 + minute) * 60_000_000
 
 
 def _stamp(day: int | None, hour_: str, minute_: str, second_: str,
@@ -61,6 +87,7 @@ def _stamp(day: int | None, hour_: str, minute_: str, second_: str,
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 _MIDNIGHTS: dict[tuple[str, str, str, str | None], int | None] = {}  # few days a log
+_MINUTES: dict[tuple[str, str | None], int | None] = {}  # by the stamp's digits up to its minute
 
 
 def _day(year: str, month: str, day: str, zone: str | None) -> int | None:

@@ -7,7 +7,9 @@ import pytest
 
 from hangwatch.core.before import (
     BEFORE_LINES,
+    INTERRUPTED,
     bar_at_end,
+    interrupted,
     place_at_silence,
     place_before,
     stack_place,
@@ -651,3 +653,22 @@ def test_many_lines_no_rule_names_after_the_last_phase_leave_nothing_between():
     assert e.state()["between"].startswith("after Fetching the environment")
     e.feed_line("log", "one line more")  # the job went on past it: the guess is stale
     assert e.state()["between"] == ""
+
+
+def test_a_line_saying_the_job_was_stopped_from_outside_is_found_as_the_search_finds_it():
+    """`interrupted` searches a line of ASCII only where one of the words is: the same
+    answers as the search, for the signal names in any case, Ctrl-C's spellings, and
+    letters outside ASCII that fold to the words' (the long s, the Kelvin sign)."""
+    import random
+
+    words = ["SIGINT", "SIGTERM", "sigint", "SIGKILLx", "_SIGHUP", "SIGQUIT", "signal",
+             "KeyboardInterrupt", "keyboardinterrupt", "ctrl-c", "CTRL C", "Ctrl+C", "ctrlc",
+             "death signal", "DEATH SIGNAL", "death \u017fignal", "\u212a", "^C", "x^C",
+             "Received", " ", "a", "\u00e9"]
+    rng = random.Random(3)
+    for _ in range(20000):
+        line = "".join(rng.choice(words) + rng.choice(["", " ", "_", "\n"])
+                       for _ in range(rng.randint(1, 4)))
+        assert interrupted(line) == (INTERRUPTED.search(line) is not None), line
+    assert interrupted("Received Signals.SIGINT death signal, shutting down workers")
+    assert not interrupted("(WorkerDict pid=3002) [ROLLOUT] generate_sequences START")

@@ -230,3 +230,26 @@ def test_repeated_phase_start_line_is_judged_by_its_counter():
     engine.feed_line("l", "step 1 loss 0.5")  # the same step printed again: not progress
     clock.advance(5)
     assert len(engine.tick()) == 1
+
+
+def test_a_phase_event_is_a_frozen_dataclass_its_own_init_fills_every_field():
+    """PhaseEvent's __init__ is written by hand (cheaper than the generated one): it takes
+    the fields in their order, with their defaults, and the event stays frozen."""
+    import dataclasses
+    import inspect
+
+    import pytest
+
+    fields = dataclasses.fields(PhaseEvent)
+    params = list(inspect.signature(PhaseEvent.__init__).parameters.values())[1:]
+    assert [(p.name, p.default) for p in params] == [
+        (f.name, inspect.Parameter.empty if f.default is dataclasses.MISSING else f.default)
+        for f in fields]
+    event = PhaseEvent("p", "P", "started", "a.log", 3, 1.0)
+    assert dataclasses.asdict(event) == {"phase": "p", "title": "P", "state": "started",
+                                         "source": "a.log", "line": 3, "wall": 1.0,
+                                         "stamp": None, "parent": None}
+    assert dataclasses.replace(event, wall=2.0) == PhaseEvent("p", "P", "started", "a.log", 3,
+                                                              2.0)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        event.line = 4  # type: ignore[misc]

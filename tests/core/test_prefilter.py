@@ -19,7 +19,7 @@ from hangwatch.core.events import PhaseEvent, RecoveredEvent, StallEvent
 from hangwatch.core.model import NoiseRule, PhaseRule, ProgressRule, RulePack, SignalRule
 from hangwatch.core.prefilter import BACK_WINDOW, PROBE_LINES, Prefilter, build_prefilter, try_build
 from hangwatch.core.rules import RuleSet
-from hangwatch.core.segments import PLAIN, Pending, Spans
+from hangwatch.core.segments import PLAIN, Spans
 from hangwatch.core.translate import Untranslatable, line_forms, translate
 from hangwatch.packs.load import load_pack_text, load_rule_set
 from tests.core.finders import (
@@ -277,16 +277,16 @@ LOOP = RuleSet([RulePack(
 )])
 
 
-def counting_resolves(prefilter: Prefilter) -> list[int]:
-    """Count the Pending lines the engine had to ask about instead of setting aside."""
+def counting_matched(prefilter: Prefilter) -> list[int]:
+    """Count the flagged lines matched one by one instead of set aside."""
     asked = [0]
-    resolve = prefilter.resolve
+    line = prefilter.line
 
-    def counted(pending: Pending) -> tuple[str, object]:
+    def counted(raw: bytes, candidates: tuple[int, bool] | None) -> tuple[str, object]:
         asked[0] += 1
-        return resolve(pending)
+        return line(raw, candidates)
 
-    prefilter.resolve = counted  # type: ignore[method-assign]
+    prefilter.line = counted  # type: ignore[method-assign]
     return asked
 
 
@@ -297,7 +297,7 @@ def test_counter_line_without_a_number_leaves_the_value_before_it():
     block += b"step x - loss\nNCCL INFO spew\nalive 3s\nalive 4s\n"
     prefilter = build_prefilter(LOOP)
     assert prefilter is not None
-    asked = counting_resolves(prefilter)
+    asked = counting_matched(prefilter)
     events = assert_same_engine(LOOP, block + b"step 2 - loss\n" * 3, block=len(block),
                                 stall_every=1, prefilter=prefilter)
     assert any(isinstance(e, StallEvent) for e in events)
@@ -424,7 +424,7 @@ def test_lines_a_pack_rule_surely_hits_are_set_aside_whatever_generic_words_they
     metrics = b"throughput: %d.0, Pending: 1 reqs, GPU use 3%%"
     lines = [b"step 1 - a"] + [metrics % i for i in range(50)] + [b"Pending 2 GPUs"]
     prefilter = build_prefilter(LAYERED)
-    asked = counting_resolves(prefilter)
+    asked = counting_matched(prefilter)
     data = b"\n".join(lines) + b"\n"
     events = assert_same_engine(LAYERED, data, block=len(data), prefilter=prefilter)
     # Asked: the step opening the loop, and the last line (its generic phase is not open).

@@ -380,6 +380,26 @@ def test_rank_idle_gives_the_lowest_rank_numbers_and_the_most_idle_of_the_rest()
                                            for r in range(6)}, 5.0)
 
 
+def test_a_lines_rank_label_is_the_one_its_prefix_search_gives_also_when_kept():
+    """A Ray prefix's label is kept by the prefix (up to its first `)`): every line, read
+    twice, gets the label the search gives it the first time."""
+    patterns = [*ranks.BUILTIN_PREFIXES, *(r.match for r in load_rule_set().ranks)]
+    prefixes = ranks._Prefixes(patterns)
+    root = Path(__file__).resolve().parents[1]
+    lines = [line for log in sorted(root.rglob("*.log"))
+             for line in log.read_text(errors="replace").splitlines()]
+    lines += ["(WorkerDict pid=31, ip=1.2.3.4) [rank0]", "(WorkerDict pid=31, ip=1.2.3.4) x",
+              "(pid=07) y", "(venv) [rank2] z", "(pid=x) [rank 4]", "(Actor pid=7)", "(",
+              "(a pid=1)(b pid=2)", " (pid=3) w", "(pid=5, ip=::1) [rank 6]"]
+    assert any(line.startswith("(") for line in lines[:-10])
+    for line in lines + lines:
+        found = prefixes.search(line[:256])
+        label = found.group("rank").strip() if found else None
+        if label is not None and label.isdigit():
+            label = str(int(label))
+        assert prefixes.label(line[:256]) == label, line
+
+
 def test_rank_prefixes_and_world_size_are_found_as_one_alternation_finds_them():
     """The prefixes are searched one by one (leftmost wins, first on a tie) and the world
     size only in lines holding one of its words: the same matches as the one regex each."""

@@ -47,3 +47,14 @@ def test_stamps_read_by_day_give_the_float_of_a_datetime_built_for_each():
         except ValueError:
             expected = None
         assert parse_stamp(line) == expected, line
+
+
+def test_stamps_of_a_minute_already_read_give_the_same_as_the_first_time():
+    """Each minute's start is kept: a stamp read from it gets its seconds and fraction
+    added, and a second that is none is still refused there."""
+    first = parse_stamp("2026-01-11 10:00:07 x")
+    assert parse_stamp("(pid=1) 2026-01-11 10:00:59.5 y") == pytest.approx(BASE + 59.5)
+    assert parse_stamp("2026-01-11 10:00:60 y") is None
+    assert parse_stamp("2026-01-11 10:00:07 x") == first == BASE + 7
+    assert parse_stamp("2026-01-11 24:00:07 x") is None
+    assert parse_stamp("2026-01-11 24:00:08 x") is None
