@@ -96,8 +96,23 @@ def line_meaning(hits: Sequence[Hit]) -> LineMatch | None:
             noise = noise or rule
         else:
             finish = finish or rule
-    return LineMatch(tuple(starts), tuple(dones), tuple(signals), noise, tuple(progress),
-                     finish)
+    return LineMatch(_waited_for(starts), tuple(dones), tuple(signals), noise,
+                     tuple(progress), finish)
+
+
+# What a job waits for that is a place of its own: a model shard, a dataset, a build, its
+# peers. A wait to start training (`Attempting to start training worker group ... with the
+# following resources`) is a wait for resources.
+_WAITED_FOR = frozenset({"data_load", "model_load", "build", "distributed_init",
+                         "checkpoint_save"})
+
+
+def _waited_for(starts: list[PhaseRule]) -> tuple[PhaseRule, ...]:
+    """A line that opens the generic layer's wait and one of its places a job waits for
+    (`Waiting for shard 0 to be ready` is the model's load): that place is its meaning."""
+    if len(starts) < 2 or not any(r.origin.generic and r.kind in _WAITED_FOR for r in starts):
+        return tuple(starts)
+    return tuple(r for r in starts if not (r.origin.generic and r.kind == "resource_wait"))
 
 
 def noise_only(match: LineMatch) -> bool:

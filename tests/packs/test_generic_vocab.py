@@ -199,6 +199,27 @@ def test_lines_that_only_look_like_a_place_or_a_signal_are_not_named_so(line: st
     assert f"generic:{rule}" not in named(line)
 
 
+@pytest.mark.parametrize("prefiltered", [False, True])
+def test_a_wait_for_a_place_is_that_place_and_a_wait_alone_is_a_wait(prefiltered: bool):
+    from hangwatch.core.clock import FakeClock
+    from hangwatch.core.engine import Engine
+    from hangwatch.core.prefilter import build_prefilter
+
+    def opened(line: str) -> str | None:
+        rules = generic()
+        e = Engine(rules, default_stall=600.0, clock=FakeClock(),
+                   prefilter=build_prefilter(rules) if prefiltered else None)
+        e.feed_block("log", line.encode() + b"\n")
+        return e.state()["phase"]
+
+    # text-generation-inference's launcher: the wait is for the model shard's load
+    assert named("INFO text_generation_launcher: Waiting for shard 0 to be ready...") == {
+        "generic:model_load"}
+    assert opened("INFO text_generation_launcher: Waiting for shard 0 to be ready...") == \
+        "generic:model_load"
+    assert opened("Waiting for 3 workers to join") == "generic:resource_wait"
+
+
 def test_every_built_in_pattern_fits_hyperscan_in_both_forms():
     # A phase's alternatives are one pattern; past Hyperscan's length limit (16000 bytes,
     # a caseless letter counting several times in the loose form) the prefilter falls back
