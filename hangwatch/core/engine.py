@@ -428,7 +428,7 @@ class Engine:
             "finished": self.finished is not None,
             "lines": dict(self.lines),
             "signals": [
-                {"id": k, "kind": self._signal_kind(k), "severity": r.last.severity,
+                {"id": k, "kind": r.last.kind, "severity": r.last.severity,
                  "count": r.count, "line": r.last.line, "source": r.last.source,
                  "text": r.last.text, "context": r.last.context}
                 for k, r in self.signals.items()
@@ -608,11 +608,16 @@ class Engine:
         named = step[0] if step else self.tracker.current or self.placed()
         return named.kind if named is not None else None
 
-    def _signal_kind(self, signal_id: str) -> str | None:
-        """The kind of trouble (core/model.SIGNAL_KINDS) a signal says, one word for any
-        framework's; None for one of no such kind (a traceback) or no longer in the rules."""
-        rule = self.rules.signal(signal_id)
-        return rule.kind if rule is not None else None
+    def _signal_kind(self, rule: SignalRule, text: str) -> str | None:
+        """The kind of trouble (core/model.SIGNAL_KINDS) a signal line says, one word for any
+        framework's: its rule's; for a pack's signal of no kind (a catch-all such as `NCCL
+        WARN ...`, a traceback's last line), the kind of the first generic signal whose words
+        the line holds (`Connection refused` is a connection error); else None."""
+        if rule.kind is not None or rule.origin.generic:
+            return rule.kind
+        return next((s.kind for s in self.rules.signals
+                     if s.origin.generic and s.kind and self.rules.compiled(s.match).search(text)),
+                    None)
 
     def _is_noise(self, candidate: str) -> bool:
         found = self.rules.match(candidate)
@@ -724,7 +729,8 @@ class Engine:
         during = f" ({context})" if context else ""
         because = f"signal {signal_id} at {source}:{line}{during}: {text.strip()[:160]}"
         event = SignalEvent(signal_id, severity, source, line, text, wall,
-                            tuple(Advice(a, because) for a in rule.advice), context, rule.kind)
+                            tuple(Advice(a, because) for a in rule.advice), context,
+                            self._signal_kind(rule, text))
         self._phase_signals[signal_id] = event
         now = self.clock.monotonic()
         record = self.signals.get(signal_id)

@@ -70,6 +70,20 @@ def test_a_packs_signal_carries_the_kind_of_trouble_it_declares_in_its_event_and
         ("nccl_collective_timeout", "timeout")]
 
 
+def test_a_packs_catch_all_signal_takes_the_kind_its_lines_words_say():
+    e = engine()
+    refused = ("node1:2217:2490 [0] NCCL WARN socketStartConnect: Connect to "
+               "10.0.0.12<48231> failed : Connection refused")
+    events = e.feed_line("log", refused)
+    [warn] = [ev for ev in events if type(ev).__name__ == "SignalEvent"]
+    assert (warn.id, warn.kind) == ("nccl_warn", "connection_error")
+    assert [(s["id"], s["kind"]) for s in e.state()["signals"]] == [
+        ("nccl_warn", "connection_error")]
+    other = engine()  # a warning no generic signal's words name has no kind
+    other.feed_line("log", "node1:2217:2490 [0] NCCL WARN Cuda failure 'invalid device'")
+    assert [s["kind"] for s in other.state()["signals"]] == [None]
+
+
 def test_a_progress_bar_after_the_phase_line_is_the_place_shown():
     rules = load_rule_set()
     lines = ["Running evaluation", " 45%|####5     | 450/1000 [01:23<01:40, 5.4it/s]",
