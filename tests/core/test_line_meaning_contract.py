@@ -266,7 +266,7 @@ STOPS = b"".join(line + b"\n" for line in [
     b"Heartbeat monitor timed out! Process will be terminated"] * 40)
 
 
-@pytest.mark.parametrize("block", [100, 4096])
+@pytest.mark.parametrize("block", [100])  # a block shorter than most lines: the most cuts
 def test_real_hang_logs_and_stop_lines_give_the_same_places_as_line_by_line(builtin, block):
     """What came before a stop line and the place expected between phases are read from
     the same lines whichever way the block is cut (core/before.py, core/order.py)."""
