@@ -648,9 +648,13 @@ class Engine:
             return None
         if self.finished is not None:
             return after_finish(last, self.rules)
-        if last.id not in self._between:
-            self._between[last.id] = expected_next(last, self.rules)
-        return self._between[last.id]
+        return self._next_after(last)
+
+    def _next_after(self, rule: PhaseRule) -> Between | None:
+        """What the usual order puts after `rule`, kept by its id (the order is the rules')."""
+        if rule.id not in self._between:
+            self._between[rule.id] = expected_next(rule, self.rules)
+        return self._between[rule.id]
 
     def _past_its_bar(self) -> Between | None:
         """A phase (or step) is open, and the newest line said is a bar at its end: the loop
@@ -665,9 +669,7 @@ class Engine:
                        and not interrupted(text)), None)
         if newest is None or not bar_at_end(newest):
             return None
-        if rule.id not in self._between:
-            self._between[rule.id] = expected_next(rule, self.rules)
-        after = self._between[rule.id]
+        after = self._next_after(rule)
         return replace(after, by=f"{after.by}; its bar reached the end") if after else None
 
     def _between_text(self) -> str:

@@ -97,8 +97,7 @@ def _stage(phase: PhaseRule, generic: dict[str, PhaseRule], rules: Rules) -> int
     own kind), else, for a user's phase that declares none, the first stage whose words its
     title or id holds."""
     if phase.kind is not None:
-        kind = f"generic:{phase.kind}"
-        return next((i for i, ids in enumerate(GENERIC_ORDER) if kind in ids), None)
+        return _kind_stage(phase.kind)
     if phase.origin.generic:
         return None  # a generic phase of no kind (a user's generic layer) has no stage
     names = (phase.title, phase.id.replace("_", " "))

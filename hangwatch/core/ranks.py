@@ -419,7 +419,7 @@ class RankTracker:
         said_fewer = self.joined is not None and self.joined < world
         if world < 2 or world > MAX_MEMBERS or not (len(seen) >= 2 or said_fewer):
             return []
-        if not said_fewer and _one_node(seen, world):
+        if not said_fewer and _node_share(seen, world):
             return []  # the others write to their own node's log
         return [str(r) for r in range(world) if str(r) not in seen]
 
@@ -438,9 +438,9 @@ class RankTracker:
             if len(phases) == 1 and None not in phases:
                 what.append(f"in {phases.pop()}")
             detail = f" ({', '.join(what)})" if what else ""
-            share = (f"; ranks {_span(numeric)} of world size {self.world} logged here, one "
-                     f"node's share: the others log on their own nodes"
-                     if self.world and _one_node(numeric, self.world) else "")
+            span = _node_share(numeric, self.world) if self.world else None
+            share = (f"; ranks {span[0]}-{span[1]} of world size {self.world} logged here, "
+                     f"one node's share: the others log on their own nodes" if span else "")
             return (f"no rank stands out among {len(members)} {'ranks' if numeric else 'logs'}"
                     f"{detail}: the job is stuck as a whole{share}")
         if self.world and self.world > 1:
@@ -449,19 +449,17 @@ class RankTracker:
         return ""
 
 
-def _one_node(seen: set[str], world: int) -> bool:
-    """The ranks seen are one node's share of the world (`12-15` of 20: a block as large as
-    the world divides into, where such a block starts): a multi-node job's log of one node,
-    whose other ranks write on their own nodes, not ranks that never started."""
+def _node_share(seen: set[str], world: int) -> tuple[int, int] | None:
+    """The first and last rank seen, when they are one node's share of the world (`12-15`
+    of 20: a block as large as the world divides into, where such a block starts): a
+    multi-node job's log of one node, whose other ranks write on their own nodes, not ranks
+    that never started. None otherwise."""
     ranks = sorted(int(r) for r in seen if r.isdigit())
     size = len(ranks)
-    return (2 <= size < world and world % size == 0 and ranks[0] % size == 0
-            and ranks[-1] - ranks[0] + 1 == size)
-
-
-def _span(seen: set[str]) -> str:
-    ranks = sorted(int(r) for r in seen if r.isdigit())
-    return f"{ranks[0]}-{ranks[-1]}"
+    if (2 <= size < world and world % size == 0 and ranks[0] % size == 0
+            and ranks[-1] - ranks[0] + 1 == size):
+        return ranks[0], ranks[-1]
+    return None
 
 
 # --- laggard rules --------------------------------------------------------------------------

@@ -58,11 +58,7 @@ def _iso(found: re.Match[str]) -> float | None:
         if len(_MINUTES) >= 4096:
             _MINUTES.clear()
         minute = _MINUTES[key] = _minute(_day(y, month, day_, zone), hour_, minute_)
-    second = int(second_)
-    if minute is None or second > 59:
-        return None
-    micro = int(fraction[:6].ljust(6, "0")) if fraction else 0
-    return (minute + second * 1_000_000 + micro) / 1_000_000
+    return _within(minute, second_, fraction)
 
 
 def _minute(day: int | None, hour_: str, minute_: str) -> int | None:
@@ -73,16 +69,22 @@ def _minute(day: int | None, hour_: str, minute_: str) -> int | None:
     return day + (hour * 60 + minute) * 60_000_000
 
 
+def _within(minute: int | None, second_: str, fraction: str | None) -> float | None:
+    """Epoch seconds of a time in the minute starting `minute` microseconds from the epoch;
+    None for a minute or a second that is none."""
+    second = int(second_)
+    if minute is None or second > 59:
+        return None
+    micro = int(fraction[:6].ljust(6, "0")) if fraction else 0
+    # Whole microseconds divided once: the float datetime.timestamp() gives.
+    return (minute + second * 1_000_000 + micro) / 1_000_000
+
+
 def _stamp(day: int | None, hour_: str, minute_: str, second_: str,
            fraction: str | None) -> float | None:
     """Epoch seconds of a time on `day` (its start in microseconds); None for a date or a
     time that is none (digits shaped like one, e.g. month 13: datetime refuses them)."""
-    hour, minute, second = int(hour_), int(minute_), int(second_)
-    if day is None or hour > 23 or minute > 59 or second > 59:
-        return None
-    micro = int(fraction[:6].ljust(6, "0")) if fraction else 0
-    # Whole microseconds divided once: the float datetime.timestamp() gives.
-    return (day + ((hour * 60 + minute) * 60 + second) * 1_000_000 + micro) / 1_000_000
+    return _within(_minute(day, hour_, minute_), second_, fraction)
 
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
