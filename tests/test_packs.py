@@ -27,7 +27,8 @@ from hangwatch.core.clock import FakeClock
 from hangwatch.core.engine import Engine
 from hangwatch.core.lines import LineSplitter
 from hangwatch.core.model import KINDS, RulePack
-from hangwatch.packs.load import load_builtin_packs, load_rule_set
+from hangwatch.packs.load import builtin_rules_dir, load_builtin_packs, load_rule_set, rule_files
+from hangwatch.packs.parse import parse_pack
 
 FIXTURES = Path(__file__).parent / "fixtures" / "packs"
 EXPECTED: dict[str, dict[str, str | None]] = yaml.safe_load(
@@ -115,6 +116,16 @@ def test_every_builtin_pack_loads_and_ids_are_unique_unless_an_extending_pack_ov
                 first = owners.setdefault(rule.id, pack.name)
                 assert first == pack.name or first in ancestors(pack.name), (
                     f"{rule.id} in {pack.name} and {first}")
+
+
+def test_every_builtin_pattern_compiles_as_a_users_pack_would_be_checked():
+    # A built-in pack's patterns are compiled only when a log needs them, so the checks a
+    # user's pack gets at load (each item compiles, the items join) are made here.
+    for path in rule_files(builtin_rules_dir()):
+        parse_pack(path.read_text(), str(path), builtin=False)
+    rules = load_rule_set()
+    for _, compiled in rules.line_rules():
+        assert compiled.pattern.pattern == compiled.source
 
 
 def test_every_phase_has_advice_and_every_warning_or_error_signal_too():

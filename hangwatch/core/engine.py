@@ -619,12 +619,18 @@ class Engine:
                      if s.origin.generic and s.kind and self.rules.compiled(s.match).search(text)),
                     None)
 
+    def _match(self, text: str) -> LineMatch | None:
+        """What a line read again means (a tail's line, a candidate place), by the
+        prefilter's databases when there is one: every rule, but only those that may hit it
+        searched (and compiled)."""
+        return self.prefilter.match(text) if self.prefilter is not None else self.rules.match(text)
+
     def _is_noise(self, candidate: str) -> bool:
-        found = self.rules.match(candidate)
+        found = self._match(candidate)
         return found is not None and found.noise is not None
 
     def _starts(self, candidate: str) -> tuple[PhaseRule, ...]:
-        found = self.rules.match(candidate)
+        found = self._match(candidate)
         if found is None:
             return ()
         starts = found.phase_starts

@@ -97,7 +97,7 @@ class Prefilter:
         self.noise_pids = list(noise)
         self._loose_forms = list(loose)  # every pattern, for lines with other bytes
         self._narrow_forms = list(narrow)
-        self._patterns = [e.pattern.pattern for e in entries]
+        self._patterns = [e.compiled.source for e in entries]
         self._lazy: dict[str, Any] = {}  # databases compiled when first needed
         self._plans: dict[tuple[int, bool], _Plan] = {}
         # Once a block has shown progress: the progress rules whose lines are set aside
@@ -435,6 +435,15 @@ class Prefilter:
             mask |= self.noise_mask(raw)
         return text, self._confirm(text, mask, strict=strict)
 
+    def match(self, text: str) -> LineMatch | None:
+        """What one line means, as `RuleSet.match` says, searching only the patterns the
+        databases say may hit it (so a start compiles no others)."""
+        try:
+            raw = text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: no bytes read back as this text
+            return self.rules.match(text)
+        return self.meaning(raw, self.candidates(raw, self._line_mask(raw)))[1]
+
     def noise_mask(self, raw: bytes) -> int:
         """Pattern ids of the exact noise rules that hit an ASCII line."""
         if not self._noise_forms:
@@ -735,19 +744,19 @@ def try_build(rules: RuleSet,
     loose: list[str] = []
     narrow: list[tuple[str, str]] = []
     found = list(rules.line_rules())  # numbered in the order a line's hits are listed
-    patterns = [pattern.pattern for _, _, pattern in found]
+    patterns = [compiled.source for _, compiled in found]
     try:
         forms_of = translations(patterns, store)
     except Untranslatable:
-        for (_, rule, _), pattern in zip(found, patterns, strict=True):
+        for (_, compiled), pattern in zip(found, patterns, strict=True):
             try:  # name the first rule that cannot be followed
                 line_forms(pattern)
             except Untranslatable as exc:
-                return None, f"not used: rule {rule.id}: {exc}"
+                return None, f"not used: rule {compiled.rule.id}: {exc}"
         raise
-    for (kind, rule, compiled), forms in zip(found, forms_of, strict=True):
+    for (kind, compiled), forms in zip(found, forms_of, strict=True):
         pid = len(entries)
-        entries.append(Entry(pid, kind, rule, compiled, forms.exact))
+        entries.append(Entry(pid, kind, compiled.rule, compiled, forms.exact))
         loose.append(forms.loose)
         narrow.append((forms.narrow_strict, forms.narrow_loose))
         # Exact noise rules are told apart line by line, and only when it matters.

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import regex
@@ -30,10 +29,24 @@ KINDS = ("phases", "signals", "noise", "progress", "finish", "diagnoses", "ranks
 R = TypeVar("R")
 
 
-@dataclass(frozen=True)
 class Compiled(Generic[R]):
-    rule: R
-    pattern: regex.Pattern[str]
+    """A rule's pattern, compiled when first searched: a start compiles only what its log
+    needs (`regex` takes a few tenths of a millisecond a pattern, and the built-in packs
+    hold over 800, most of which a given log never wakes)."""
+
+    __slots__ = ("_pattern", "rule", "source")
+
+    def __init__(self, rule: R, source: str) -> None:
+        self.rule = rule
+        self.source = source
+        self._pattern: regex.Pattern[str] | None = None
+
+    @property
+    def pattern(self) -> regex.Pattern[str]:
+        found = self._pattern
+        if found is None:
+            found = self._pattern = regex.compile(self.source)
+        return found
 
 
 class RuleSet:
@@ -59,13 +72,13 @@ class RuleSet:
         # takes only its first hit of that kind.
         groups: dict[HitKind, list[Compiled[Any]]] = {kind: [] for kind in HitKind}
         for kind, rule, pattern in line_patterns(self):
-            groups[kind].append(Compiled(rule, regex.compile(pattern)))
+            groups[kind].append(Compiled(rule, pattern))
         self._groups = tuple((kind, tuple(compiled), kind in ONE_A_LINE)
                              for kind, compiled in groups.items() if compiled)
         self._starts = groups[HitKind.PHASE_START]
         self.timeouts = 0  # searches abandoned at MATCH_TIMEOUT_S
-        self._start_of: dict[str, regex.Pattern[str]] | None = None
-        self._by_pattern: dict[str, regex.Pattern[str]] | None = None
+        self._start_of: dict[str, Compiled[Any]] | None = None
+        self._by_pattern: dict[str, Compiled[Any]] | None = None
 
     def phase(self, phase_id: str) -> PhaseRule | None:
         return self._by_phase.get(phase_id)
@@ -77,31 +90,30 @@ class RuleSet:
         """The phase's START, compiled once (a pack may hold thousands of phases: more than
         `regex` keeps compiled on its own)."""
         if self._start_of is None:
-            self._start_of = {c.rule.id: c.pattern for c in self._starts}
+            self._start_of = {c.rule.id: c for c in self._starts}
         found = self._start_of.get(phase.id)
-        return found if found is not None and found.pattern == phase.start else regex.compile(
-            phase.start)
+        return found.pattern if found is not None and found.source == phase.start \
+            else regex.compile(phase.start)
 
     def compiled(self, pattern: str) -> regex.Pattern[str]:
         """A rule's pattern as this set compiled it (`regex` keeps 500 compiled patterns of
         its own, fewer than a start compiles: compiling again costs half a millisecond)."""
         if self._by_pattern is None:
-            self._by_pattern = {pattern.pattern: pattern
-                                for _, _, pattern in self.line_rules()}
+            self._by_pattern = {c.source: c for _, c in self.line_rules()}
         found = self._by_pattern.get(pattern)
-        return found if found is not None else regex.compile(pattern)
+        return found.pattern if found is not None else regex.compile(pattern)
 
-    def line_rules(self) -> Iterator[tuple[HitKind, Any, regex.Pattern[str]]]:
-        """(kind, rule, compiled pattern) of every line pattern, in the order a line's hits
+    def line_rules(self) -> Iterator[tuple[HitKind, Compiled[Any]]]:
+        """(kind, rule with its pattern) of every line pattern, in the order a line's hits
         are listed (`core/meaning.py`): what the block matcher numbers and scans for."""
         for kind, compiled, _ in self._groups:
             for c in compiled:
-                yield kind, c.rule, c.pattern
+                yield kind, c
 
     def patterns(self) -> Iterator[tuple[HitKind, str, str]]:
         """(kind, rule id, pattern) for every line pattern: what a prefilter or grep must find."""
-        for kind, rule, pattern in self.line_rules():
-            yield kind, rule.id, pattern.pattern
+        for kind, c in self.line_rules():
+            yield kind, c.rule.id, c.source
 
     def match(self, text: str) -> LineMatch | None:
         """What `text` means (`core/meaning.py`), or None for a plain line (which is

@@ -11,6 +11,7 @@ from typing import Any, NamedTuple, Protocol
 import regex
 
 from hangwatch.core.meaning import HitKind, LineMatch, noise_only
+from hangwatch.core.rules import Compiled
 
 
 @dataclass(frozen=True)
@@ -20,8 +21,12 @@ class Entry:
     pid: int  # Hyperscan's id; entries are in the order `core/meaning.line_patterns` lists
     kind: HitKind
     rule: Any
-    pattern: regex.Pattern[str]
+    compiled: Compiled[Any]
     exact: bool
+
+    @property
+    def pattern(self) -> regex.Pattern[str]:
+        return self.compiled.pattern
 
 
 class Plain:

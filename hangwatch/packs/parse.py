@@ -309,7 +309,7 @@ class _PackParser:
                     self.error(f"condition {key!r} takes one of {', '.join(allowed)}, not {v!r}",
                                line, item["id"])
                     return None
-                if key == "stack" and self._compile(v, line, item["id"], f"when.{key}") is None:
+                if key == "stack" and not self._check(v, line, item["id"], f"when.{key}"):
                     return None
             conditions.append((str(key), tuple(values)))
         return DiagnosisRule(id=item["id"], when=tuple(conditions), advice=self._advice(item),
@@ -353,7 +353,7 @@ class _PackParser:
             self.error(f"`{key}` must be a regular expression (text) or a non-empty list of "
                        f"them", line, rule)
             return None
-        return value if self._compile(value, line, rule, key) is not None else None
+        return value if self._check(value, line, rule, key) else None
 
     def _alternatives(self, items: list[Any], lines: list[int], line: int, rule: str,
                       key: str) -> str | None:
@@ -364,7 +364,7 @@ class _PackParser:
                 self.error(f"item {n + 1} of `{key}` must be a regular expression (text), not "
                            f"{value!r}", line, rule)
             else:
-                self._compile(value, line, rule, key, item=n + 1)
+                self._check(value, line, rule, key, item=n + 1)
             if len(self.errors) > before:  # found on the key's line: name the item's own
                 ok = False
                 at = lines[n] if n < len(lines) else line
@@ -374,6 +374,8 @@ class _PackParser:
             return None
         # Inline flags such as (?i) hold inside their group, so each alternative keeps its own.
         joined = "|".join(f"(?:{v})" for v in items)
+        if self.builtin:
+            return joined
         try:
             regex.compile(joined)
         except regex.error as exc:  # e.g. a numbered back-reference across items
@@ -381,26 +383,31 @@ class _PackParser:
             return None
         return joined
 
-    def _compile(self, pattern: str, line: int, rule: str, key: str,
-                 item: int = 0) -> regex.Pattern[str] | None:
-        """`pattern` compiled, or None with the error reported (`item`: its place in a list)."""
+    def _check(self, pattern: str, line: int, rule: str, key: str, item: int = 0) -> bool:
+        """Whether `pattern` is admitted, with the error reported if not (`item`: its place in
+        a list). A built-in pack's patterns are not compiled here: the suite compiles every
+        one (tests/test_packs.py), and a start then compiles only those its log
+        needs (`core/rules.Compiled`)."""
         where = f"`{key}`" + (f" (item {item})" if item else "")
         self.patterns += 1
         if self.patterns == MAX_PATTERNS + 1:
             self.error(f"more than {MAX_PATTERNS} patterns in one file: split it, or merge "
                        f"rules", line, rule)
         if self.patterns > MAX_PATTERNS:
-            return None
+            return False
         if len(pattern) > MAX_PATTERN_CHARS:
             self.error(f"pattern in {where} is {len(pattern)} characters long, more than "
                        f"{MAX_PATTERN_CHARS}: {pattern[:60]!r}...", line, rule)
-            return None
+            return False
+        if self.builtin:
+            return True
         try:
-            return regex.compile(pattern)
+            regex.compile(pattern)
         except regex.error as exc:
             pos = f" at position {exc.pos}" if exc.pos is not None else ""
             self.error(f"bad regex in {where}: {exc.msg}{pos}: {pattern!r}", line, rule)
-            return None
+            return False
+        return True
 
     def _advice(self, item: YamlMapping) -> tuple[str, ...]:
         return tuple(s.strip() for s in self._string_list(item, "advice", item.line,

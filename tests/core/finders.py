@@ -64,9 +64,9 @@ def meanings(finder: str, rules: RuleSet, lines: list[bytes],
 
 def block_meanings(prefilter: Prefilter, lines: list[bytes]) -> list[str]:
     """What the block matcher says each line means, read as `rules test` lists a block's
-    lines; and it must say the same when it counts them, and, of each line alone, when it
-    cuts it as a segment for the engine (which is told no more than "noise" of a line only
-    noise counts on)."""
+    lines; and it must say the same when it counts them, of each line alone, when it cuts it
+    as a segment for the engine (which is told no more than "noise" of a line only noise
+    counts on), and of each line read again alone (`Prefilter.match`, the engine's tails)."""
     data = b"".join(line + b"\n" for line in lines)
     counter = HitCounter(prefilter)
     listed, _noise = counter.lines(data)
@@ -81,6 +81,7 @@ def block_meanings(prefilter: Prefilter, lines: list[bytes]) -> list[str]:
     engine_view = ["plain" if (m := by_index.get(n)) is None else "noise" if noise_only(m)
                    else m for n in range(len(lines))]
     assert comparable(verdicts(prefilter, lines)) == comparable(engine_view)
+    assert [described(prefilter.match(line.decode("utf-8", "replace"))) for line in lines] == found
     return found
 
 

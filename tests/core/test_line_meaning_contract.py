@@ -33,6 +33,7 @@ from tests.core.finders import (
     assert_same_engine,
     block_matcher,
     comparable,
+    described,
     expected,
     finder_engine,
     meanings,
@@ -138,6 +139,13 @@ def test_lines_mean_the_same_among_other_lines_as_alone(finder):
     rng.shuffle(cases)
     lines = [line.encode() for line, _ in cases]
     assert meanings(finder, LAYERS, lines) == [meaning for _, meaning in cases]
+
+
+def test_a_line_read_again_with_a_lone_surrogate_means_what_line_by_line_matching_says():
+    # No bytes decode to such a text: the block matcher's one-line path matches it as text.
+    prefilter = block_matcher(LAYERS)
+    for text in ("step 5 - \ud800", "\udcff NCCL INFO x", "plain \ud83d", "Pending 2 GPUs \udc80"):
+        assert described(prefilter.match(text)) == described(LAYERS.match(text))
 
 
 # A log and the events it gives, whichever finder reads it, in any block size.
