@@ -126,12 +126,12 @@ def ratio_rows(what: str, fast: Series, greps: dict[str, Series], *, goal: bool)
 
 def verify_row(rules: RuleSet, prefilter: Prefilter, log: Path, what: str,
                limit: int) -> Row:
-    note(f"{what}: comparing events with line-by-line matching on the first "
-         f"{limit >> 20} MiB")
+    first = f"{limit >> 20} MiB" if limit >= 1 << 20 else f"{limit >> 10} KiB"
+    note(f"{what}: comparing events with line-by-line matching on the first {first}")
     v = compare(rules, prefilter, log, limit)
     if not v.same:
         note(v.first_difference)
-    return Row("catch-up", f"{what}: same events as line by line (first {limit >> 20} MiB)",
+    return Row("catch-up", f"{what}: same events as line by line (first {first})",
                f"{'yes' if v.same else 'NO'}: {v.events} events, {v.lines:,} lines",
                f"line by line: {v.simple_s:.1f} s", f"{v.simple_s / v.fast_s:.0f}x",
                "identical", v.same)

@@ -176,14 +176,16 @@ def generate(path: Path, size: int, seed: int = 1, *, mix: str = "nccl-info",
     writer = LogWriter(seed)
     written = 0
     batch: list[str] = []
+    batched = 0  # bytes of the batch, as written
     with path.open("wb") as fh:
         for line in writer.lines(MIXES[mix]):
             batch.append(line)
-            if len(batch) == 4096:
-                data = ("\n".join(batch) + "\n").encode()
-                fh.write(data)
-                written += len(data)
+            batched += len(line.encode()) + 1
+            if len(batch) == 4096 or written + batched >= size:
+                fh.write(("\n".join(batch) + "\n").encode())
+                written += batched
                 batch.clear()
+                batched = 0
                 if written >= size:
                     break
         if finish:

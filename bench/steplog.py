@@ -165,13 +165,16 @@ def generate(path: Path, size: int, *, seed: int = 1, density: int = 25,
     written = 0
     with path.open("wb") as fh:
         batch = list(log.startup())
+        batched = sum(len(line.encode()) + 1 for line in batch)  # bytes of the batch
         for line in log.steps():
             batch.append(line)
-            if len(batch) >= 4096 and line.startswith("(TaskRunner pid=410) Training"):
-                data = ("\n".join(batch) + "\n").encode()
-                fh.write(data)
-                written += len(data)
+            batched += len(line.encode()) + 1
+            full = len(batch) >= 4096 or written + batched >= size
+            if full and line.startswith("(TaskRunner pid=410) Training"):  # a step's end
+                fh.write(("\n".join(batch) + "\n").encode())
+                written += batched
                 batch.clear()
+                batched = 0
                 if written >= size:
                     break
         steps = log.step
