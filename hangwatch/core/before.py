@@ -260,11 +260,13 @@ def place_at_silence(lines: Sequence[str], starts: Callable[[str], Sequence[Phas
             finished = FINISHED.search(text) is not None
         metrics = METRICS.search(text)
         if metrics is not None:
-            phase = generic("evaluation" if metrics["eval"] else "train_loop")
             if found is None:
+                phase = generic("evaluation" if metrics["eval"] else "train_loop")
                 return Place(phase, text.strip(), back)
             if found[2] is None:
-                return Place(phase, found[0].strip(), found[1])
+                # A bar of no words after metrics counts the training loop's batches, also
+                # after an evaluation's: its metrics line is its report, printed as it ends.
+                return Place(generic("train_loop"), found[0].strip(), found[1])
             break
         bar = BAR.search(text)
         if found is None:

@@ -33,6 +33,7 @@ from hangwatch.core.engine import Engine
 from hangwatch.core.model import PhaseRule, RulePack
 from hangwatch.core.rules import RuleSet
 from hangwatch.packs.load import load_builtin_packs
+from hangwatch.storage.yamlfile import parse_yaml
 
 CORPUS = Path(__file__).resolve().parent
 INDEX = CORPUS / "index.yaml"
@@ -167,7 +168,8 @@ def written_for() -> dict[str, dict[str, Written]]:
     """framework -> pack -> the rules (and alternatives of their patterns) written because of
     that framework's excerpts. An item is a rule's id, or `{id: [alternative, ...]}` for some
     alternatives of a pattern written as a list (packs/parse.py joins them `(?:a)|(?:b)`)."""
-    data = yaml.safe_load(WRITTEN_FOR.read_text(encoding="utf-8")) or {}
+    # parse_yaml refuses a key given twice: a framework recorded twice would keep one record.
+    data = parse_yaml(WRITTEN_FOR.read_text(encoding="utf-8"), str(WRITTEN_FOR)) or {}
     return {str(fw): {str(pack): _written(items) for pack, items in by.items()}
             for fw, by in data.items()}
 
@@ -224,7 +226,8 @@ def without_framework(framework: str, pack: str | None) -> RuleSet:
                 p, phases=_kept(p.phases, "start", written),
                 signals=_kept(p.signals, "match", written),
                 progress=_kept(p.progress, "match", written),
-                noise=_kept(p.noise, "match", written))
+                noise=_kept(p.noise, "match", written),
+                stack_rules=_kept(p.stack_rules, "pattern", written))
         kept.append(p)
     return RuleSet(kept)
 
