@@ -128,6 +128,19 @@ def test_every_builtin_pattern_compiles_as_a_users_pack_would_be_checked():
         assert compiled.pattern.pattern == compiled.source
 
 
+def test_hyperscan_takes_every_form_of_every_builtin_pattern():
+    # A form Hyperscan refuses (a joined list grown past its pattern length limit) is widened,
+    # found again by compiling each form alone at every start: seconds, and a wider scan.
+    pytest.importorskip("hyperscan")
+    from hangwatch.core.databases import _refusal
+    from hangwatch.core.translate import line_forms
+
+    for _, compiled in load_rule_set().line_rules():  # the loose forms are the longest
+        for form in (line_forms(compiled.source).loose,
+                     line_forms(compiled.source, anchors=False).loose):
+            assert _refusal(form) is None, (compiled.rule.id, len(form))
+
+
 def test_every_phase_has_advice_and_every_warning_or_error_signal_too():
     for pack in packs().values():
         for phase in pack.phases:
