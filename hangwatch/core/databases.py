@@ -140,6 +140,23 @@ def compilable(forms: dict[int, str], fallback: Callable[[int], str],
     db = compile_database(list(forms.values()), list(forms), single=single, store=store)
     if db is not None:
         return forms, set(), db
+    key = "taken-" + _key(list(forms.values()), list(forms), 0)
+    found = _stored_taken(store.load(key), forms) if store is not None else None
+    if found is None:
+        found = _taken(forms, fallback)
+        if store is not None:
+            store.save(key, json.dumps({"kept": list(found[0].items()),
+                                        "widened": sorted(found[1])}).encode())
+    kept, widened = found
+    db = (compile_database(list(kept.values()), list(kept), single=single, store=store)
+          if kept else None)
+    return kept, widened, db
+
+
+def _taken(forms: dict[int, str],
+           fallback: Callable[[int], str]) -> tuple[dict[int, str], set[int]]:
+    """The forms Hyperscan takes, found by compiling each alone (seconds for a rule set the
+    size of the built-in one, so `compilable` keeps the answer in its store)."""
     kept: dict[int, str] = {}
     widened: set[int] = set()
     for pid, form in forms.items():
@@ -150,9 +167,22 @@ def compilable(forms: dict[int, str], fallback: Callable[[int], str],
             wider = fallback(pid)
             kept[pid] = wider if _refusal(wider) is None else EVERY_LINE
             widened.add(pid)
-    db = (compile_database(list(kept.values()), list(kept), single=single, store=store)
-          if kept else None)
-    return kept, widened, db
+    return kept, widened
+
+
+def _stored_taken(blob: bytes | None,
+                  forms: dict[int, str]) -> tuple[dict[int, str], set[int]] | None:
+    """What `_taken` said of these forms before, or None when nothing (or nothing sound)
+    is stored: a record naming other ids, or not of the shape written, is not trusted."""
+    if blob is None:
+        return None
+    try:
+        record = json.loads(blob)
+        kept = {int(pid): str(form) for pid, form in record["kept"]}
+        widened = {int(pid) for pid in record["widened"]}
+    except (ValueError, TypeError, KeyError):
+        return None
+    return (kept, widened) if set(kept) | widened <= set(forms) else None
 
 
 def _refusal(form: str) -> str | None:

@@ -174,3 +174,33 @@ def test_translations_are_kept_with_the_databases_and_remade_when_damaged(tmp_pa
             path.write_bytes(b'[["a", "b", true, false, "c"]]')
     assert said(build(DiskStore(tmp_path))) == reference
     assert len(made) == patterns
+
+
+def test_the_forms_hyperscan_refuses_are_found_once_then_read_from_the_store(tmp_path,
+                                                                              monkeypatch):
+    # Finding which form Hyperscan refuses compiles each alone (seconds for a rule set the
+    # size of the built-in one): a later start reads the answer from the store.
+    pytest.importorskip("hyperscan")
+    from hangwatch.core import databases
+
+    forms = {0: "abc", 1: "(?<=x)y", 2: "def"}  # Hyperscan takes no lookbehind
+    store = CountingStore(tmp_path)
+    first = databases.compilable(forms, lambda _pid: "y", store)
+    assert first[:2] == ({0: "abc", 1: "y", 2: "def"}, {1}) and first[2] is not None
+    tried: list[str] = []
+    monkeypatch.setattr(databases, "_refusal", lambda form: tried.append(form))
+    second = databases.compilable(forms, lambda _pid: "y", store)
+    assert tried == [] and second[:2] == first[:2] and second[2] is not None
+
+
+@pytest.mark.parametrize("record", [b"not json", b'{"kept": [[9, "zzz"]], "widened": []}',
+                                    b'{"kept": 3}'])
+def test_a_damaged_or_foreign_record_of_refused_forms_is_found_again(tmp_path, record):
+    pytest.importorskip("hyperscan")
+    from hangwatch.core import databases
+
+    forms = {0: "abc", 1: "(?<=x)y"}
+    store = CountingStore(tmp_path)
+    store.save("taken-" + databases._key(list(forms.values()), list(forms), 0), record)
+    kept, widened, db = databases.compilable(forms, lambda _pid: "y", store)
+    assert (kept, widened) == ({0: "abc", 1: "y"}, {1}) and db is not None
