@@ -756,7 +756,7 @@ def try_build(rules: RuleSet,
         raise
     for (kind, compiled), forms in zip(found, forms_of, strict=True):
         pid = len(entries)
-        entries.append(Entry(pid, kind, compiled.rule, compiled, forms.exact))
+        entries.append(Entry(pid, kind, compiled, forms.exact))
         loose.append(forms.loose)
         narrow.append((forms.narrow_strict, forms.narrow_loose))
         # Exact noise rules are told apart line by line, and only when it matters.

@@ -75,9 +75,7 @@ class RuleSet:
             groups[kind].append(Compiled(rule, pattern))
         self._groups = tuple((kind, tuple(compiled), kind in ONE_A_LINE)
                              for kind, compiled in groups.items() if compiled)
-        self._starts = groups[HitKind.PHASE_START]
         self.timeouts = 0  # searches abandoned at MATCH_TIMEOUT_S
-        self._start_of: dict[str, Compiled[Any]] | None = None
         self._by_pattern: dict[str, Compiled[Any]] | None = None
 
     def phase(self, phase_id: str) -> PhaseRule | None:
@@ -89,11 +87,7 @@ class RuleSet:
     def start_pattern(self, phase: PhaseRule) -> regex.Pattern[str]:
         """The phase's START, compiled once (a pack may hold thousands of phases: more than
         `regex` keeps compiled on its own)."""
-        if self._start_of is None:
-            self._start_of = {c.rule.id: c for c in self._starts}
-        found = self._start_of.get(phase.id)
-        return found.pattern if found is not None and found.source == phase.start \
-            else regex.compile(phase.start)
+        return self.compiled(phase.start)
 
     def compiled(self, pattern: str) -> regex.Pattern[str]:
         """A rule's pattern as this set compiled it (`regex` keeps 500 compiled patterns of

@@ -20,9 +20,12 @@ class Entry:
 
     pid: int  # Hyperscan's id; entries are in the order `core/meaning.line_patterns` lists
     kind: HitKind
-    rule: Any
-    compiled: Compiled[Any]
+    compiled: Compiled[Any]  # the rule and its pattern
     exact: bool
+
+    @property
+    def rule(self) -> Any:
+        return self.compiled.rule
 
     @property
     def pattern(self) -> regex.Pattern[str]:
