@@ -248,6 +248,12 @@ def test_a_bare_bar_after_training_metrics_is_the_training_loop_and_an_eval_loss
     assert evaluating["place"] == "generic:evaluation"
     diverged = fed(["{'eval_loss': nan, 'eval_runtime': 543.3, 'epoch': 0.0}"]).state()
     assert diverged["place"] == "generic:evaluation"  # a diverged loss is still a loss
+    # an evaluation's metrics are its report, printed as it ends: the bar after them counts
+    # the training loop's batches again
+    resumed = fed(["{'eval_loss': 1.0897, 'eval_runtime': 3.6467, 'epoch': 1.03}", "",
+                   " 35%|###5 | 302/873 [27:20<51:27,  5.41s/it]"]).state()
+    assert resumed["place"] == "generic:train_loop"
+    assert "302/873" in resumed["context"]
 
 
 def test_dates_and_channel_numbers_are_no_counter_at_the_silence():
@@ -511,6 +517,27 @@ def test_a_load_or_save_function_in_a_checkpoint_module_names_which_way_it_goes(
                     "    fit (trainer/loop.py:140)") == "generic:checkpoint_save"
     # a load in no checkpoint module names nothing
     assert place_of("    reload_batches (trainer/data/loader.py:12)",
+                    "    main (tool.py:3)") is None
+
+
+def test_a_main_thread_waiting_inside_its_own_exit_names_a_shutdown():
+    rules = load_rule_set()
+
+    def place_of(*frames: str) -> str | None:
+        place = stack_place(['Thread 1 (idle): "MainThread"', *frames], rules.stack_rules,
+                            lambda phase_id: rules.phase(f"generic:{phase_id}"))
+        return place.phase.id if place is not None and place.phase is not None else None
+
+    # whatever it waits for inside (a gRPC channel, a join), the place is the exit
+    assert place_of("    wait (threading.py:312)", "    __del__ (grpc/_channel.py:1247)",
+                    "    disconnect (ray/_private/worker.py:2119)",
+                    "    shutdown (ray/_private/worker.py:1581)") == "generic:shutdown"
+    assert place_of("    join (threading.py:1096)", "    _shutdown (threading.py:1583)"
+                    ) == "generic:shutdown"
+    assert place_of("    join (multiprocessing/process.py:149)",
+                    "    _exit_function (multiprocessing/util.py:357)") == "generic:shutdown"
+    # a user's own `shutdown` outside the frameworks, or a join while training, is no exit
+    assert place_of("    join (threading.py:1096)", "    shutdown (myapp/server.py:40)",
                     "    main (tool.py:3)") is None
 
 

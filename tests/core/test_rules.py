@@ -1,8 +1,15 @@
+from pathlib import Path
+
+import pytest
 import regex
 
 from hangwatch.core import rules as rules_module
+from hangwatch.core.clock import FakeClock
+from hangwatch.core.engine import Engine
+from hangwatch.core.prefilter import build_prefilter
 from hangwatch.core.rules import RuleSet
-from hangwatch.packs.load import load_pack_text
+from hangwatch.packs.load import load_pack_text, load_rule_set
+from hangwatch.storage.cache import default_store
 
 PACK = """
 pack: t
@@ -45,3 +52,24 @@ def test_patterns_lists_every_line_pattern_with_its_kind():
                      ("noise", "spew")}
     for _, _, pattern in rules.patterns():
         regex.compile(pattern)
+
+
+def test_a_start_compiles_only_the_rule_patterns_its_log_needs(monkeypatch):
+    # The built-in packs hold over 800 patterns: compiling them all took most of a start.
+    pytest.importorskip("hyperscan")
+    asked: list[str] = []
+    real = regex.compile
+    monkeypatch.setattr(regex, "compile",
+                        lambda pattern, *a, **k: asked.append(pattern) or real(pattern, *a, **k))
+    rules = load_rule_set()
+    sources = {c.source for _, c in rules.line_rules()}
+    prefilter = build_prefilter(rules, default_store())
+    assert prefilter is not None
+    engine = Engine(rules, default_stall=600.0, clock=FakeClock(), prefilter=prefilter)
+    log = Path(__file__).resolve().parents[1] / "fixtures" / "packs" / "verl-gkd"
+    for path in sorted(log.glob("*.log")):
+        engine.feed_block(path.name, path.read_bytes())
+    engine.state()  # reads the tail's lines again
+    assert engine.lines
+    compiled = sources & set(asked)
+    assert 0 < len(compiled) < len(sources) // 4, (len(compiled), len(sources))

@@ -118,6 +118,26 @@ NAMED = [
     ("[NeMo I 2024-06-01 10:00:00 cloud:68] Downloading from: https://api.ngc.nvidia.com/v2/models/"
      "nvidia/nemo/stt_en_conformer/versions/1.0/files/stt_en_conformer.nemo to /root/.cache/torch/"
      "NeMo/stt_en_conformer.nemo", "model_load"),
+    # rounds 22 to 30: TensorFlow's input pipeline and TPU, Ultralytics, Unsloth, TGI, Triton,
+    # pip, torch_xla, Habana's HCCL, llama.cpp, nnU-Net
+    ("2019-02-19 16:30:40.833944: I tensorflow/core/kernels/shuffle_dataset_op.cc:110] Filling up "
+     "shuffle buffer (this may take a while): 159 of 10000", "data_load"),
+    ("Transferred 319/355 items from pretrained weights", "model_load"),
+    ("==((====))==  Unsloth 2025.3.19: Fast Qwen2 patching. Transformers: 4.49.0.", "model_load"),
+    ("2024-05-01T01:17:02.618817Z  INFO shard-manager: text_generation_launcher: Waiting for shard "
+     "to be ready... rank=1", "model_load"),
+    ("2023-11-29T05:27:54.565434Z  INFO shard-manager: text_generation_launcher: Starting shard "
+     "rank=0", "model_load"),
+    ("I0316 09:35:23.371546 4226 model_lifecycle.cc:461] loading: tensorrt_llm:1", "model_load"),
+    ("  Building wheel for flash-attn (setup.py) ... -", "build"),
+    ("2022-03-18 00:11:38.243683: I torch_xla/csrc/tensor.cpp:1298] Executing IR graph hash "
+     "42db8cd56fa30daaf09b68145bb49d4e on device TPU:0 ...", "train_loop"),
+    ("INFO:tensorflow:Init TPU system", "distributed_init"),
+    ("[14:28:30.292683][HCCL           ][debug][tid:10C22] hccl::hccl_context::init_device "
+     "calling hccl_init_device with deviceId 0", "distributed_init"),
+    ("Feb 07 09:45:32 ollama[2202418]: llm_load_print_meta: n_ff_exp             = 2048",
+     "model_load"),
+    ("using pin_memory on device 0", "data_load"),
 ]
 NOT_THERE = [
     # Megatron's model-parallel groups are process groups, not a model being built
@@ -168,9 +188,20 @@ SIGNALED = [
      "Rank 0]  failure detected by watchdog at work sequence id: 16172", "watchdog"),
     ("Very slow compile?  If you want to file a bug, run with envvar "
      "XLA_FLAGS=--xla_dump_to=/tmp/foo and attach the results.", "stall_warning"),
+    # Ascend's CANN and HCCL, Paddle's store and launcher
+    ("EI0006: [PID: 1292363] 2025-04-08-18:07:20.444.436 Getting socket times out. Reason: Remote "
+     "Rank did not send the data in time. Please check the reason for the rank being stuck",
+     "timeout"),
+    ("EI0006: [PID: 1292363] 2025-04-08-18:07:20.444.436 Getting socket times out. Reason: Remote "
+     "Rank did not send the data in time. Please check the reason for the rank being stuck",
+     "missing_peer"),
+    ("I1127 21:34:05.015228 3935673 tcp_utils.cc:107] Retry to connect to 0.1.68.146:63314 while "
+     "the server is not yet listening.", "connection_error"),
+    ("not ready endpoints:['0.1.68.146:38149', '0.1.68.146:35087']", "connection_error"),
 ]
 NOT_SIGNALED = [
     ("#SBATCH --time=02:00:00  # time limit of the job", "timeout"),
+    ("sometimes out of sync, retrying", "timeout"),
     ("PRTE daemon on node02 reported in", "missing_peer"),
     ("Received response from worker: /job:worker/replica:0/task:3", "missing_peer"),
     ("btl_tcp: peer 10.0.0.2 reconnected after 2 retries", "missing_peer"),
