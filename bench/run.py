@@ -57,7 +57,7 @@ SIZES = {
     "long": Sizes(1024, 200, 3, 32 << 10, 600, 60, 60, 20, 5),
     "quick": Sizes(50, 20, 3, 4 << 10, 5, 0, 10, 10, 3),
     # the smoke's comparison is a check that it runs: tests/core hold the finders equal
-    "smoke": Sizes(2, 2, 1, 256, 1, 0, 2, 2, 1),
+    "smoke": Sizes(2, 2, 1, 64, 1, 0, 2, 2, 1),
 }
 
 

@@ -106,7 +106,7 @@ BAR_WORDS: tuple[tuple[str, regex.Pattern[str]], ...] = tuple(
         ("evaluation", r"\b(?:eval\w*|valid\w*|val|test(?:ing)?|predict\w*|infer\w*"
                        r"|generat\w*|sampling|rollout\w*)\b"),
         ("checkpoint_save", r"\b(?:sav(?:e|ing)|writ(?:e|ing)|upload\w*|export\w*)\b"),
-        ("model_load", r"\b(?:load\w*|restor\w*)\b[^\n|]*\b(?:model|weights?|shards?"
+        ("model_load", r"\b(?:(?:down)?load\w*|restor\w*)\b[^\n|]*\b(?:model|weights?|shards?"
                        r"|checkpoint\w*|state)\b"),
         ("data_load", r"\b(?:token\w*|preprocess\w*|map|filter\w*|download\w*|data\w*"
                       r"|shuffl\w*|packing|pack\w* sequences|process\w* (?:dataset|data|split)"
@@ -139,15 +139,20 @@ ANNOUNCE_LINES = 5
 # An announcement's words name more kinds of place than a bar's: a rendezvous, a build, a
 # wait; a dataset being built is data even when its name says "validation"; and what is
 # waited for says more than the waiting (`Waiting in store based barrier to initialize
-# process group` is a distributed init, `Waiting for 1 core engine proc` an engine's load).
+# process group` is a distributed init, `Waiting for 1 core engine proc` an engine's load);
+# a model's parameters are its load (`fitting params to device memory ...`).
 ANNOUNCED_WORDS: tuple[tuple[str, regex.Pattern[str]], ...] = tuple(
     (phase, regex.compile(words, regex.IGNORECASE)) for phase, words in (
         ("distributed_init", r"\b(?:distributed|process[ _]group|horovod|nccl|gloo|mpi"
                              r"|rendezvous|communicators?|world[ _]size|ddp)\b"),
         ("build", r"\b(?:compil\w*|jit|extensions?|kernels?|cuda ?graphs?)\b"),
         ("data_load", r"\b(?:datasets?|data ?loaders?|splits?|corpus|index\w*)\b"),
-        ("model_load", r"\b(?:models?|engines?|weights|checkpoints?|ckpt|pretrained)\b"
-                       r"|\.(?:pt|pth|bin|safetensors|ckpt|h5)\b"),
+        ("model_load", r"\b(?:models?|engines?|weights|param(?:eter)?s|checkpoints?|ckpt"
+                       r"|pretrained)\b|\.(?:pt|pth|bin|safetensors|ckpt|h5)\b"),
+        # workers started, connected to or set up (`Connecting to workers...`, `Running
+        # rollout_worker lazy initialization...`): the job waits for them to come up. Not
+        # "actor": in RL it is the policy (`Timer actor_train start` is its training).
+        ("resource_wait", r"\b(?:workers?|replicas|executors?)\b"),
         ("resource_wait", r"\b(?:waiting|wait(?:s|ed)? for|monitoring|not (?:up|ready) yet"
                           r"|retrying|pending|queued)\b"),
     )) + BAR_WORDS
@@ -272,7 +277,8 @@ def place_at_silence(lines: Sequence[str], starts: Callable[[str], Sequence[Phas
         if found is None:
             found = _progress(text, back, bar, generic)
         elif found[2] is None and bar is None and back - found[1] <= ANNOUNCED_WITHIN:
-            announced = _counted(text, generic)
+            # `Connecting to workers...` then a bar of no words: the bar counts the workers
+            announced = _announced(text, generic) or _counted(text, generic)
             if announced is not None:
                 return Place(announced, found[0].strip(), found[1])
     if found is None:

@@ -709,15 +709,22 @@ class Engine:
                 and (rule.nests or not before_in_order(current, rule)))
 
     def _silenced(self, rule: PhaseRule) -> bool:
-        """A generic phase that does not nest, inside a pack's phase: the pack's own loop
-        says more."""
-        return not rule.nests and self._inside_pack_phase(rule)
+        """A phase that does not nest: a generic one inside a pack's phase (the pack's own
+        loop says more), or a pack's inside another pack's phase (a vLLM engine's serving
+        lines inside an RL trainer's rollout are the rollout's)."""
+        if rule.nests:
+            return False
+        if rule.origin.generic:
+            return self._inside_pack_phase(rule)
+        current = self.tracker.current
+        return (current is not None and not current.origin.generic
+                and current.origin.pack != rule.origin.pack)
 
     def _repeats_only(self, starts: tuple[PhaseRule, ...]) -> bool:
-        """Would these STARTs change nothing (PhaseTracker.repeats_only)? A generic one that
-        does not nest, inside a pack's phase, changes nothing either."""
+        """Would these STARTs change nothing (PhaseTracker.repeats_only)? One that does not
+        nest, silenced where it is (`_silenced`), changes nothing either."""
         for rule in starts:
-            if rule.origin.generic and not rule.nests:  # rare: most STARTs are a pack's
+            if not rule.nests:  # rare: most STARTs nest
                 return self.tracker.repeats_only(tuple(
                     r for r in starts if not self._silenced(r)))
         return self.tracker.repeats_only(starts)

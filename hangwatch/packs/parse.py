@@ -221,10 +221,11 @@ class _PackParser:
                          parent=parent, nests=nests, kind=kind)
 
     def _kind(self, item: YamlMapping, kinds: tuple[str, ...]) -> str | None:
-        """The kind of place a phase is, or of trouble a signal says; a generic rule is its
-        own. "" after an error."""
-        if self.generic:
-            return str(item["id"]) if item["id"] in kinds else None
+        """The kind of place a phase is, or of trouble a signal says; a generic rule named
+        after a kind is its own (another may declare one: serving is a server's main loop,
+        as the training loop is a trainer's). "" after an error."""
+        if self.generic and item["id"] in kinds:
+            return str(item["id"])
         kind = item.get("kind")
         if kind is not None and kind not in kinds:
             self.error(f"`kind` must be one of {', '.join(kinds)}, not {kind!r}",

@@ -237,6 +237,11 @@ def test_a_bare_bar_takes_its_loop_from_the_line_announcing_it():
     assert "a bar with no words" not in state["context"]
     far = fed(["Infer at iteration 0", "a", "b", "c", "  0%|    | 0/654"]).state()
     assert far["place"] == "generic:train_loop"  # too far back to announce it
+    # an announcement names the bar after it by its words, a bar's words or not
+    workers = fed(["controller INFO: Configuration has 4 model_worker.",
+                   "controller INFO: Connecting to workers...", "  0%|    | 0/5 [00:00<?, ?it/s]"]
+                  ).state()
+    assert workers["place"] == "generic:resource_wait"
 
 
 def test_a_bare_bar_after_training_metrics_is_the_training_loop_and_an_eval_loss_evaluation():
@@ -315,6 +320,15 @@ def test_a_last_line_announcing_an_action_names_the_silence_by_its_words():
         "Compiling the fused kernels...": "generic:build",
         "INFO [train.py:1100] (2/3) Computing validation loss": "generic:evaluation",
         "start loading /root/ckpt/opt_66b/14-restored.pt...": "generic:model_load",
+        # workers set up: the job waits for them (not an evaluation, for all "rollout" says)
+        "rollout_worker 0 INFO: Running rollout_worker lazy initialization... [repeated 3x]":
+            "generic:resource_wait",
+        "controller INFO: Connecting to workers...": "generic:resource_wait",
+        # a model's parameters fitted to memory are its load, not a Keras `fit`
+        "I common_init_result: fitting params to device memory ...": "generic:model_load",
+        # an RL trainer's "actor" is its policy: the timer starts the policy's training
+        "(MegatronTrainRayActor pid=19450) timer.py:24 - Timer actor_train start":
+            "generic:train_loop",
     }
     for line, phase in cases.items():
         place = silence_of(["setup", line, "[warn] 1 more process has sent help message"])

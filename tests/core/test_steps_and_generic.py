@@ -290,6 +290,44 @@ def test_a_generic_loop_seen_while_a_packs_earlier_kind_of_phase_is_open_is_the_
     assert (own.state()["phase"], own.state()["step"]) == ("engine_loop", None)
 
 
+SERVER = r"""
+pack: server
+phases:
+  - id: server_init
+    kind: model_load
+    start: 'server loading'
+    done: 'server ready'
+    advice: ["its load"]
+  - id: server_requests
+    kind: train_loop
+    start: 'Running: [1-9]\d* reqs'
+    nests: false
+    advice: ["its requests"]
+"""
+
+
+@pytest.mark.parametrize("prefiltered", [True, False])
+def test_a_pack_phase_that_does_not_nest_is_silent_inside_another_packs_phase(prefiltered):
+    # An RL trainer's rollout drives an inference engine whose stats say requests are
+    # running: the rollout is where the job is. The same stats with no trainer's phase open,
+    # or inside the engine's own pack, name the engine's requests.
+    from hangwatch.core.prefilter import build_prefilter
+
+    rules = RuleSet([load_pack_text(GENERIC, "g.yaml"), load_pack_text(PACK, "t.yaml"),
+                     load_pack_text(SERVER, "s.yaml")])
+
+    def state(*lines: str) -> tuple[str | None, str | None]:
+        e = Engine(rules, default_stall=600.0, clock=FakeClock(),
+                   prefilter=build_prefilter(rules) if prefiltered else None)
+        e.feed_block("log", "".join(f"{line}\n" for line in lines).encode())
+        return e.state()["phase"], e.state()["step"]
+
+    stats = "Engine 000: Running: 2 reqs, Waiting: 0 reqs"
+    assert state("ROLLOUT init START", stats, stats) == ("rollout_init", None)
+    assert state(stats) == ("server_requests", None)
+    assert state("server loading", "server ready", stats) == ("server_requests", None)
+
+
 @pytest.mark.parametrize("prefiltered", [True, False])
 def test_a_healthy_loop_that_uses_the_generic_words_is_never_called_stalled(prefiltered):
     # Ten minutes of a healthy job, two lines a second: steps advance; a checkpoint is

@@ -139,7 +139,45 @@ NAMED = [
      "model_load"),
     ("using pin_memory on device 0", "data_load"),
 ]
+# A server's requests: the engine's stats with requests in it, an inference call's access-log
+# line, a request taken in (vLLM, uvicorn, ollama's gin, Triton, llama.cpp's server)
+NAMED += [
+    ("INFO 04-28 22:54:32 [loggers.py:257] Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg "
+     "generation throughput: 5.4 tokens/s, Running: 1 reqs, Waiting: 14 reqs, GPU KV cache "
+     "usage: 76.5%, Prefix cache hit rate: 92.0%", "serving"),
+    ("INFO 08-27 13:53:14 metrics.py:351] Avg prompt throughput: 0.0 tokens/s, Avg generation "
+     "throughput: 0.0 tokens/s, Running: 0 reqs, Swapped: 0 reqs, Pending: 11 reqs, GPU KV "
+     "cache usage: 3.3%", "serving"),
+    ('INFO:     10.244.5.235:41834 - "POST /v1/chat/completions HTTP/1.1" 200 OK', "serving"),
+    ('[GIN] 2024/07/24 - 14:10:32 | 200 |  1.63s |       127.0.0.1 | POST     "/api/chat"',
+     "serving"),
+    ("I0829 15:51:52.072599 1 http_server.cc:3372] HTTP request: 2 /v2/models/diarize/versions/1/"
+     "infer", "serving"),
+    ("INFO 02-12 15:20:24 logger.py:37] Received request chatcmpl-5d9f00ee: prompt: '<|im_start|>"
+     "system', params: SamplingParams(n=1)", "serving"),
+    ("slot launch_slot_: id  0 | task 12 | processing task", "serving"),
+]
+# Rounds 31 to 34: a loop that says where it begins or how long it runs, a sharded model's
+# download, a server's health probe answered 503 while it loads, a wait until workers are up
+NAMED += [
+    ("11:07:08    INFO Starting from step 0 (total_tokens=0, total_samples=0)", "train_loop"),
+    ("Training 100 epochs on random image sections with batch size 15.", "train_loop"),
+    ("Downloading shards:   0%|          | 0/4 [00:00<?, ?it/s]", "model_load"),
+    ("srv  log_server_r: request: GET /health 127.0.0.1 503", "model_load"),
+    ('INFO:     127.0.0.1:50412 - "GET /health HTTP/1.1" 503 Service Unavailable', "model_load"),
+    ("2021-04-08 07:15:10,182 INFO main.py:849 -- Waiting until actors are ready (30 seconds "
+     "passed).", "resource_wait"),
+]
 NOT_THERE = [
+    # a health probe answered, a step that is no start, a model's 503 in a test's name
+    ('INFO:     127.0.0.1:50412 - "GET /health HTTP/1.1" 200 OK', "model_load"),
+    ("retrying the request after HTTP 503 from the upstream", "model_load"),
+    ("Step 0 took 3.2s", "train_loop"),
+    # an idle engine's stats, a probe, a client's own call: no request in the server
+    ("Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 0.0 tokens/s, "
+     "Running: 0 reqs, Waiting: 0 reqs, GPU KV cache usage: 0.0%", "serving"),
+    ('INFO:     127.0.0.1:38440 - "GET /health HTTP/1.1" 200 OK', "serving"),
+    ('INFO:     127.0.0.1:38440 - "GET /v1/models HTTP/1.1" 200 OK', "serving"),
     # Megatron's model-parallel groups are process groups, not a model being built
     ("> initializing model parallel with size 2", "model_load"),
     ("Distributed environment: NO", "distributed_init"),  # accelerate on one process

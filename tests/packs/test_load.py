@@ -299,3 +299,15 @@ def test_a_generic_signal_is_its_own_kind_and_a_pack_signal_of_none_has_none():
     timeout, traceback = rules.signal("generic:timeout"), rules.signal("python_traceback")
     assert timeout is not None and timeout.kind == "timeout"
     assert traceback is not None and traceback.kind is None
+
+
+def test_a_generic_phase_named_after_a_kind_is_that_kind_and_another_declares_its_own():
+    rules = load_rule_set()
+    loop, serving = rules.phase("generic:train_loop"), rules.phase("generic:serving")
+    assert loop is not None and loop.kind == "train_loop"
+    # a server's requests are its main loop, as the training loop is a trainer's
+    assert serving is not None and serving.kind == "train_loop"
+    with pytest.raises(ConfigErrors) as err:
+        load_pack_text("pack: g\nlayer: generic\nphases:\n  - id: warm\n    start: 'x'\n"
+                       "    kind: warming\n", "g.yaml")
+    assert "g.yaml:6: rule warm: `kind` must be one of resource_wait" in str(err.value)
