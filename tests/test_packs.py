@@ -370,6 +370,10 @@ def test_a_deepspeed_checkpoint_save_is_a_step_of_its_training_loop_until_the_ne
     ("INFO 04-28 22:54:32 [loggers.py:257] Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg "
      "generation throughput: 5.4 tokens/s, Running: 1 reqs, Waiting: 14 reqs, GPU KV cache usage: "
      "76.5%", "start", "vllm_serving"),
+    # Ray Serve adds a deployment's replicas: actors to place and start
+    ("(ServeController pid=4085) INFO 2024-06-15 15:34:36,614 controller 4085 deployment_state.py"
+     ":1668 - Adding 2 replicas to deployment ModelDeployment in application 'default'.", "start",
+     "ray_worker_startup"),
     # verl's trainer, its dataloaders built, starts its worker groups
     ("(TaskRunner pid=75411) Total training steps: 240", "start", "verl_workers_start"),
     ("(TaskRunner pid=934945) colocated worker base class <class 'verl.single_controller.base."

@@ -42,6 +42,7 @@ def compile_database(expressions: Sequence[str], ids: Sequence[int] | None = Non
         db = _loaded(blob)
         if db is not None:
             return db
+    expressions, ids = _cut(expressions, ids)
     db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
     try:
         db.compile(expressions=[e.encode() for e in expressions], ids=ids,
@@ -51,6 +52,57 @@ def compile_database(expressions: Sequence[str], ids: Sequence[int] | None = Non
     if store is not None:
         store.save(key, hyperscan.dumpb(db))
     return db
+
+
+# Hyperscan refuses a pattern past about 16,000 bytes. A rule's list of alternatives is one
+# pattern, and a long one in its loose form (each caseless letter several ways) passes that:
+# a form longer than CUT_CHARS is compiled as its top-level alternatives, each under the
+# pattern's id. Their matches are the whole form's; the single-match flag then holds for each
+# alternative, so a pattern may report once per alternative (every reader takes a set or the
+# first).
+CUT_CHARS = 8000
+
+
+def _cut(expressions: Sequence[str], ids: Sequence[int]) -> tuple[list[str], list[int]]:
+    cut_expressions: list[str] = []
+    cut_ids: list[int] = []
+    for expression, pid in zip(expressions, ids, strict=True):
+        parts = alternatives(expression) if len(expression) > CUT_CHARS else [expression]
+        cut_expressions += parts
+        cut_ids += [pid] * len(parts)
+    return cut_expressions, cut_ids
+
+
+def alternatives(form: str) -> list[str]:
+    """`form`'s top-level alternatives (`a|(?:b|c)|[|]` gives `a`, `(?:b|c)`, `[|]`); the
+    form alone when it has none, or its brackets do not balance."""
+    parts: list[str] = []
+    depth, start, i = 0, 0, 0
+    in_class = False
+    while i < len(form):
+        char = form[i]
+        if char == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+            i += 1
+            i += form.startswith("^", i)
+            i += form.startswith("]", i)  # a `]` first in a class is one of its characters
+            continue
+        elif char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        elif char == "|" and depth == 0:
+            parts.append(form[start:i])
+            start = i + 1
+        i += 1
+    if depth != 0 or in_class or not parts:
+        return [form]
+    return [*parts, form[start:]]
 
 
 def translations(patterns: Sequence[str],
@@ -188,9 +240,11 @@ def _stored_taken(blob: bytes | None,
 def _refusal(form: str) -> str | None:
     import hyperscan
 
+    parts, ids = _cut([form], [0])
     try:
         hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK).compile(
-            expressions=[form.encode()], flags=hyperscan.HS_FLAG_MULTILINE)
+            expressions=[part.encode() for part in parts], ids=ids, elements=len(parts),
+            flags=hyperscan.HS_FLAG_MULTILINE)
     except hyperscan.error as exc:
         return str(exc)
     return None

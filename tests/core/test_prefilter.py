@@ -483,3 +483,27 @@ def test_a_warmed_prefilter_compiles_nothing_while_it_reads(monkeypatch):
     for path in sorted(log.glob("*.log")):
         engine.feed_block(path.name, path.read_bytes())
     assert engine.lines  # it read them, with the databases warm() built
+
+
+def test_a_list_pattern_past_hyperscans_length_limit_is_scanned_as_its_alternatives():
+    # A phase's list of caseless alternatives is one pattern whose loose form passes the
+    # 16,000 bytes Hyperscan takes: compiled as its alternatives it stays exact, instead of
+    # being widened to match every line (seconds to find, and every line searched again).
+    from hangwatch.core.databases import CUT_CHARS, alternatives
+
+    words = [f"(?i)\\bwarming shard {i} of the cache\\b" for i in range(300)]
+    pack = "pack: big\nphases:\n  - id: warm\n    title: Warming\n    start:\n" + "".join(
+        f"      - '{w}'\n" for w in words)
+    rules = RuleSet([load_pack_text(pack, "big.yaml")])
+    assert len(line_forms(rules.phases[0].start).loose) > 2 * CUT_CHARS
+    prefilter, status = try_build(rules)
+    assert prefilter is not None and "widened" not in status, status
+    lines = ["INFO WARMING SHARD 299 OF THE CACHE", "warming shard 12 of the cache, 3 left",
+             "warming shard 12 of a cache", "cooling shard 12 of the cache"]
+    for line in lines:
+        assert prefilter.match(line) == rules.match(line), line
+    data = "".join(f"{line}\n" for line in lines * 50).encode()
+    assert_same_engine(rules, data, block=300, stall_every=2, prefilter=prefilter)
+    # the cut respects groups, classes and escapes
+    assert alternatives(r"a|(?:b|c)|[|]|\||[]|]") == ["a", "(?:b|c)", "[|]", r"\|", "[]|]"]
+    assert alternatives("(a|b") == ["(a|b"]  # unbalanced: left whole

@@ -168,7 +168,25 @@ NAMED += [
     ("2021-04-08 07:15:10,182 INFO main.py:849 -- Waiting until actors are ready (30 seconds "
      "passed).", "resource_wait"),
 ]
+# Rounds 35 and 36: TensorRT-LLM's MPI set-up and a rank's device, Triton's shutdown, a
+# parameter-server cluster's sessions closing, PaddleDetection's test iterations, mmcv's test
+# bar as it starts
+NAMED += [
+    ("[TensorRT-LLM][INFO] MPI size: 4, MPI local size: 4, rank: 1", "distributed_init"),
+    ("[TensorRT-LLM][INFO] Rank 2 is using GPU 2", "distributed_init"),
+    ("I0131 00:44:47.201645 760 server.cc:307] Waiting for in-flight requests to complete.",
+     "shutdown"),
+    ("[ps 0] D Session closed.", "shutdown"),
+    ("[worker 1] D Server stopped.", "shutdown"),
+    ("[INFO 2021-05-03 13:19:51,682 eval_utils.py:189] Test iter 0", "evaluation"),
+    ("[                                                  ] 0/5000, elapsed: 0s, ETA:",
+     "evaluation"),
+]
 NOT_THERE = [
+    # a session or server closed mid-sentence, a training iteration
+    ("Server stopped responding, retrying in 5s", "shutdown"),
+    ("Session closed by peer; reconnecting to the parameter server", "shutdown"),
+    ("train iter 100: loss 2.3", "evaluation"),
     # a health probe answered, a step that is no start, a model's 503 in a test's name
     ('INFO:     127.0.0.1:50412 - "GET /health HTTP/1.1" 200 OK', "model_load"),
     ("retrying the request after HTTP 503 from the upstream", "model_load"),
@@ -291,7 +309,8 @@ def test_a_wait_for_a_place_is_that_place_and_a_wait_alone_is_a_wait(prefiltered
 
 def test_every_built_in_pattern_fits_hyperscan_in_both_forms():
     # A phase's alternatives are one pattern; past Hyperscan's length limit (16000 bytes,
-    # a caseless letter counting several times in the loose form) the prefilter falls back
+    # a caseless letter counting several times in the loose form) it is compiled as its
+    # alternatives (core/databases.py). One Hyperscan still refuses would send the prefilter
     # to trying each pattern alone and matching that one on every line: once it made the
     # engine fifteen times slower with every test still passing.
     pytest.importorskip("hyperscan")
