@@ -6,6 +6,8 @@ import os
 
 import pytest
 
+from hangwatch.packs.load import load_rule_set
+from hangwatch.session.engines import prefilter_for
 from tests.fakes.jobs import Jobs
 
 
@@ -24,6 +26,11 @@ def prefilter_cache(tmp_path_factory):
     folder = tmp_path_factory.mktemp("prefilter-cache")
     old = os.environ.get("HANGWATCH_CACHE_DIR")
     os.environ["HANGWATCH_CACHE_DIR"] = str(folder)
+    # The built-in rules' databases, compiled once here (seconds): a test's first `hangwatch`
+    # child then loads them, and no test's time limit pays for a compile under load.
+    prefilter = prefilter_for(load_rule_set())
+    if prefilter is not None:
+        prefilter.warm()
     yield folder
     if old is None:
         del os.environ["HANGWATCH_CACHE_DIR"]

@@ -182,7 +182,17 @@ NAMED += [
     ("[                                                  ] 0/5000, elapsed: 0s, ETA:",
      "evaluation"),
 ]
+# Round 38: a job's resources deleted, a container image fetched
+NAMED += [
+    ("I0201 23:07:22.973736       1 replicas.go:239] Deleting Jobs namespace=ml selector=kubeflow."
+     "org=,job_type=MASTER", "shutdown"),
+    ("pyxis: importing docker image ...", "resource_wait"),
+    ('Normal  Pulling    12s   kubelet  Pulling image "nvcr.io/nvidia/pytorch:24.01-py3"',
+     "resource_wait"),
+]
 NOT_THERE = [
+    ("deleting old checkpoints to keep the last 3", "shutdown"),
+    ("Loaded image 17 of 5000", "resource_wait"),
     # a session or server closed mid-sentence, a training iteration
     ("Server stopped responding, retrying in 5s", "shutdown"),
     ("Session closed by peer; reconnecting to the parameter server", "shutdown"),
