@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import regex
 
 from hangwatch.core.model import PhaseRule
-from hangwatch.core.stackrules import StackRule, rule_for
+from hangwatch.core.stackrules import PEER_WAIT_PHASES, StackRule, rule_for
 from hangwatch.core.stacktext import logged_stacks
 from hangwatch.core.timestamps import parse_stamp
 
@@ -321,18 +321,29 @@ def stack_place(lines: Sequence[str], rules: Sequence[StackRule],
     """The place of the newest stack printed in the last lines (a traceback after Ctrl-C, a
     faulthandler or py-spy dump): its innermost frame a `stacks:` rule names, as the live
     stacks are read (core/stackrules.py). The rule's phase is the generic layer's, when it
-    is one; else its label says where (`collective`)."""
+    is one; else its label says where (`collective`). A peer wait is no place of its own:
+    the frame that called it, where a framework's rule names one, says which (a broadcast
+    inside DeepSpeed's engine init is that init)."""
     window = list(lines[-BEFORE_LINES:])
     stacks = logged_stacks(window)
     # A dump of every thread lists helpers (a data loader's pin-memory thread, a watchdog)
     # beside the main thread, in no set order: the main thread's stack is where the job is.
     main = [stack for stack in stacks if stack.main]
     for stack in reversed(main or stacks):
-        for index, frame in stack.frames:
-            rule = rule_for(frame.text, rules)
-            if rule is not None:
-                phase = generic(rule.phase) if rule.phase else None
-                return Place(phase, f"in {frame.text}", len(window) - index, label=rule.label)
+        known = [(index, frame, rule) for index, frame in stack.frames
+                 if (rule := rule_for(frame.text, rules)) is not None]
+        if not known:
+            continue
+        index, frame, rule = known[0]
+        back = len(window) - index
+        if rule.phase in PEER_WAIT_PHASES:
+            for _, _, outer in known[1:]:
+                phase = generic(outer.phase) if outer.phase and not outer.guess else None
+                if phase is not None:
+                    return Place(phase, f"in {frame.text}", back,
+                                 label=f"{rule.label} in {outer.label}")
+        phase = generic(rule.phase) if rule.phase else None
+        return Place(phase, f"in {frame.text}", back, label=rule.label)
     return None
 
 

@@ -21,7 +21,7 @@ from typing import Any
 from hangwatch.errors import ConfigError
 
 REQUIRED = frozenset({"id", "match", "label"})
-OPTIONAL = frozenset({"phase"})
+OPTIONAL = frozenset({"phase", "guess"})
 _ID = re.compile(r"[a-z][a-z0-9_]*")
 MAX_PATTERN_CHARS = 2000
 # Places where a process waits for its peers: one there is waiting for whoever is not.
@@ -36,6 +36,9 @@ class StackRule:
     label: str
     file: str = ""
     line: int = 0
+    # A guess from a file's name (a training script's frames): it names a stack no other
+    # rule names, never the place a peer wait in it was called from.
+    guess: bool = False
 
     @cached_property
     def compiled(self) -> re.Pattern[str]:
@@ -102,10 +105,13 @@ def _parse_one(item: Any, file: str, line: int, seen: dict[str, int],
         error("`phase` must be a phase id (lower case, e.g. data_load)", "phase")
     if "label" in item and not (isinstance(words, str) and words.strip()):
         error("`label` must be a few words (e.g. data loading)", "label")
+    guess = item.get("guess", False)
+    if not isinstance(guess, bool):
+        error("`guess` must be true or false", "guess")
     if len(errors) > before:
         return None
     return StackRule(id=str(rule_id), pattern=str(pattern), phase=phase,
-                     label=str(words).strip(), file=file, line=at)
+                     label=str(words).strip(), file=file, line=at, guess=guess)
 
 
 def _check_pattern(pattern: Any, error: Any) -> None:

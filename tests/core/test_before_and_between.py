@@ -461,6 +461,28 @@ def test_a_stack_printed_at_the_end_names_where_the_job_was_by_its_innermost_kno
     assert fed(PY_SPY).state()["place"] == "generic:model_load"
 
 
+def test_a_collective_in_a_printed_stack_takes_its_place_from_the_framework_frame_calling_it():
+    # py-spy's dump of a rank inside DeepSpeed's engine init, broadcasting the model: the
+    # broadcast is a wait for peers, the engine's init the place. A barrier the training
+    # script calls says nothing more (its frames are named by the file's name only).
+    dump = ['Thread 4121 (active): "MainThread"',
+            "    wrapper (torch/distributed/distributed_c10d.py:1436)",
+            "    broadcast (torch/distributed/distributed_c10d.py:1500)",
+            "    broadcast (deepspeed/comm/torch.py:78)",
+            "    _broadcast_model (deepspeed/runtime/engine.py:1105)",
+            "    __init__ (deepspeed/runtime/engine.py:297)",
+            "    _inner_training_loop (transformers/trainer.py:1702)",
+            "    <module> (train.py:64)"]
+    rules = load_rule_set()
+    place = stack_place(dump, rules.stack_rules, lambda kind: rules.phase(f"generic:{kind}"))
+    assert place is not None and place.phase is not None
+    assert (place.phase.id, place.label) == ("generic:distributed_init",
+                                             "collective in DeepSpeed's engine init")
+    assert place.text == "in broadcast (torch/distributed/distributed_c10d.py)"
+    assert fed(["rank 0 quiet", *dump]).state()["place"] == "generic:distributed_init"
+    assert fed(["step 12 done", *CTRL_C]).state()["place"] is None
+
+
 def test_a_stack_whose_only_known_frame_is_the_training_scripts_is_the_training_loop():
     dump = ['Thread 1 (idle): "MainThread"',
             "    _run_local (experiments/moe/train.py:585)",

@@ -54,3 +54,12 @@ def test_every_problem_is_reported_with_file_and_line():
 def test_stacks_that_is_not_a_list_is_refused():
     _, [error] = parse_stack_rules({"id": "x"}, "my.yaml", 4)
     assert error.render().startswith("my.yaml:4: `stacks` must be a list")
+
+
+def test_a_rule_may_say_it_guesses_and_anything_but_true_or_false_is_refused():
+    [rule], errors = parse(GOOD + "    guess: true\n")
+    assert errors == [] and rule.guess
+    [plain], _ = parse(GOOD)
+    assert not plain.guess
+    _, [error] = parse(GOOD + "    guess: sometimes\n")
+    assert error.render().startswith("my.yaml:6: rule loader: `guess` must be true or false")
