@@ -190,7 +190,14 @@ NAMED += [
     ('Normal  Pulling    12s   kubelet  Pulling image "nvcr.io/nvidia/pytorch:24.01-py3"',
      "resource_wait"),
 ]
+# Round 39: a model pushed to the Hub, a validation case predicted
+NAMED += [
+    ("Pushing model files to the Hub ...", "checkpoint_save"),
+    ("2023-09-22 08:54:03.359331: predicting CTA-02_0000", "evaluation"),
+]
 NOT_THERE = [
+    ("Pulled the latest model from the hub", "checkpoint_save"),
+    ("predicting the next token with a cache of 4096", "evaluation"),
     ("deleting old checkpoints to keep the last 3", "shutdown"),
     ("Loaded image 17 of 5000", "resource_wait"),
     # a session or server closed mid-sentence, a training iteration
