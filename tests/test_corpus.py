@@ -36,6 +36,8 @@ from tests.corpus.harness import (
 )
 
 REPO = Path(__file__).resolve().parent.parent
+# One worker measures the corpus once (`tallies`) for every test here.
+pytestmark = pytest.mark.xdist_group("corpus")
 
 # Measured on this branch, rounded down to the percent. Raise them when the figures rise.
 # Round 3 added 20 held-out hangs, half of them not named at first sight (90 % -> 87 % packs
