@@ -370,6 +370,10 @@ def test_a_deepspeed_checkpoint_save_is_a_step_of_its_training_loop_until_the_ne
     ("INFO 04-28 22:54:32 [loggers.py:257] Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg "
      "generation throughput: 5.4 tokens/s, Running: 1 reqs, Waiting: 14 reqs, GPU KV cache usage: "
      "76.5%", "start", "vllm_serving"),
+    # NCCL sets up a communicator's channels before its Init COMPLETE
+    ("hd03-gpu2-0012:39115:39820 [4] NCCL INFO Connected NVLS tree", "start", "nccl_comm_init"),
+    ("hd03-gpu2-0012:39111:39809 [0] NCCL INFO 16 coll channels, 16 collnet channels, 16 nvls "
+     "channels, 16 p2p channels, 2 p2p channels per peer", "start", "nccl_comm_init"),
     # Ray Serve adds a deployment's replicas: actors to place and start
     ("(ServeController pid=4085) INFO 2024-06-15 15:34:36,614 controller 4085 deployment_state.py"
      ":1668 - Adding 2 replicas to deployment ModelDeployment in application 'default'.", "start",

@@ -106,8 +106,9 @@ BAR_WORDS: tuple[tuple[str, regex.Pattern[str]], ...] = tuple(
         ("evaluation", r"\b(?:eval\w*|valid\w*|val|test(?:ing)?|predict\w*|infer\w*"
                        r"|generat\w*|sampling|rollout\w*)\b"),
         ("checkpoint_save", r"\b(?:sav(?:e|ing)|writ(?:e|ing)|upload\w*|export\w*)\b"),
+        # a load, or a count of a model's tensors by name (`layers.47.ffn_norm.weight: 75%|`)
         ("model_load", r"\b(?:(?:down)?load\w*|restor\w*)\b[^\n|]*\b(?:model|weights?|shards?"
-                       r"|checkpoint\w*|state)\b"),
+                       r"|checkpoint\w*|state)\b|\.(?:weight|bias)\b"),
         ("data_load", r"\b(?:token\w*|preprocess\w*|map|filter\w*|download\w*|data\w*"
                       r"|shuffl\w*|packing|pack\w* sequences|process\w* (?:dataset|data|split)"
                       r"|read(?:s|ing)?|load\w*|index\w*)\b"),
@@ -367,6 +368,9 @@ def _finished(text: str, generic: Callable[[str], PhaseRule | None]) -> PhaseRul
     verb = FINISHED.search(text)
     if verb is None or METRICS.search(text) or BAR.search(text) or AT_END.search(text):
         return None  # a loop's last count (`Inference done 4313/4313`) is not its phase's end
+    part = BAR_COUNT.search(text)
+    if part is not None and int(part[1]) < int(part[2]):
+        return None  # one pass of a loop that goes on (`... finished on step 5 [1/2]`)
     said = text[max(0, verb.start() - ANNOUNCED_CHARS):verb.start()]
     return _named(said, FINISHED_WORDS, generic)
 

@@ -244,6 +244,15 @@ def test_a_bare_bar_takes_its_loop_from_the_line_announcing_it():
     assert workers["place"] == "generic:resource_wait"
 
 
+def test_a_bar_counting_a_models_named_tensors_is_its_load():
+    state = fed(["engine: tp=2, dtype=bfloat16",
+                 "mlp1.3.weight:  42%|####      | 5/12 [00:00<00:00, 187.57w/s, dev=1]",
+                 "language_model.model.layers.47.ffn_norm.weight:  75%|#######   | 9/12 "
+                 "[00:00<00:00, 212.27w/s, dev=cpu]"]).state()
+    assert state["place"] == "generic:model_load"
+    assert "a bar with no words" not in state["context"]
+
+
 def test_a_bare_bar_after_training_metrics_is_the_training_loop_and_an_eval_loss_evaluation():
     train = fed(["{'loss': 0.0117, 'learning_rate': 6.9e-05, 'epoch': 0.99}",
                  " 33%|###3 | 1128/3384 [05:28<10:53,  3.45it/s]"]).state()
@@ -409,6 +418,16 @@ def test_a_line_saying_an_action_finished_places_the_silence_after_it():
     # A loop's last count is no end of its phase: the evaluator goes on after it.
     last_count = silence_of(["Inference done 4313/4313. 0.0726 s / img. ETA=0:00:00"])
     assert last_count is None or not last_count.finished
+
+
+def test_one_pass_of_a_loop_said_finished_is_no_end_of_the_loop():
+    # a callback finished on the first of two validation steps: the validation goes on
+    lines = ["[RANK 0] waiting for all ranks to finish",
+             "[RANK 0] Callback ValidationDrawSample finished on validation_step_end step 5 [1/2]"]
+    place = silence_of(lines)
+    assert place is None or not place.finished
+    last = silence_of(["Callback ValidationDrawSample finished on validation_step_end [2/2]"])
+    assert last is None or not last.finished  # its last count: the loop's own end, as before
 
 
 def test_start_at_a_lines_end_announces_and_noise_lines_do_not_push_it_out_of_reach():

@@ -241,7 +241,8 @@ stacks:
     assert messages == [
         "mine.yaml:4: rule a: bad regex in `match`: missing ), unterminated subpattern at "
         "position 1: 'x('",
-        "mine.yaml:9: rule b: unknown key 'colour' in stacks (known: guess, id, label, match, phase)",
+        "mine.yaml:9: rule b: unknown key 'colour' in stacks (known: guess, id, label, match, "
+        "phase)",
         "mine.yaml:6: rule b: missing required key 'label' in stacks",
         "mine.yaml:8: rule b: `phase` must be a phase id (lower case, e.g. data_load)",
     ]
