@@ -148,7 +148,6 @@ NAMED += [
     ("INFO 08-27 13:53:14 metrics.py:351] Avg prompt throughput: 0.0 tokens/s, Avg generation "
      "throughput: 0.0 tokens/s, Running: 0 reqs, Swapped: 0 reqs, Pending: 11 reqs, GPU KV "
      "cache usage: 3.3%", "serving"),
-    ('INFO:     10.244.5.235:41834 - "POST /v1/chat/completions HTTP/1.1" 200 OK', "serving"),
     ('[GIN] 2024/07/24 - 14:10:32 | 200 |  1.63s |       127.0.0.1 | POST     "/api/chat"',
      "serving"),
     ("I0829 15:51:52.072599 1 http_server.cc:3372] HTTP request: 2 /v2/models/diarize/versions/1/"
