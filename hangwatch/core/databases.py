@@ -64,6 +64,7 @@ CUT_CHARS = 8000
 
 
 def _cut(expressions: Sequence[str], ids: Sequence[int]) -> tuple[list[str], list[int]]:
+    """The expressions to compile, each long one as its alternatives, with their ids."""
     cut_expressions: list[str] = []
     cut_ids: list[int] = []
     for expression, pid in zip(expressions, ids, strict=True):
