@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -110,10 +113,26 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     session.watched = group.followers
     group.start()
     try:
-        return session.run()
+        with _interruptible():
+            return session.run()
     except KeyboardInterrupt:
         return ExitStatus.OK  # Ctrl-C is how a live watch ends
     finally:
         group.stop()
         session.close()
         telling.close(err)
+
+
+@contextlib.contextmanager
+def _interruptible() -> Iterator[None]:
+    """Ctrl-C, or `kill -INT`, ends the watch also when it was started with SIGINT ignored
+    (a script's background job, some CI runners): Python leaves an inherited SIG_IGN as it
+    is, and the watch would then only die by SIGTERM, its alerts and report unfinished."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # called in a thread (embedded): signals are the caller's
+        return
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -152,3 +152,29 @@ def test_a_job_stuck_under_an_unfinished_progress_bar_is_placed_in_its_phase(tmp
     [stall] = [e for e in map(json.loads, result.stdout.splitlines()) if e["event"] == "stall"]
     assert stall["phase"] == "data_load"
     assert stall["marker"].endswith("Generating train split: 0 examples [00:00, ? examples/s]")
+
+
+def test_a_watch_started_with_sigint_ignored_still_ends_cleanly_on_sigint(tmp_path: Path):
+    # A script's background job (`hangwatch watch train.log &`) and some CI runners start
+    # their children with SIGINT ignored; `kill -INT` must still end the watch as Ctrl-C
+    # does (exit 0, its session closed), not leave it to a SIGTERM.
+    import signal
+
+    from tests.fakes.hangwatch_proc import ROOT, child_env
+
+    log = tmp_path / "train.log"
+    log.write_text("[SYNC] Starting weight synchronization\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hangwatch", "watch", str(log), "--json", "--no-snapshot",
+         "--report-dir", str(tmp_path / "reports"), "--state-dir", str(tmp_path / "state")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(), cwd=ROOT,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline()  # it is reading the log
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
