@@ -331,20 +331,22 @@ def stack_place(lines: Sequence[str], rules: Sequence[StackRule],
     # beside the main thread, in no set order: the main thread's stack is where the job is.
     main = [stack for stack in stacks if stack.main]
     for stack in reversed(main or stacks):
-        known = [(index, frame, rule) for index, frame in stack.frames
-                 if (rule := rule_for(frame.text, rules)) is not None]
-        if not known:
+        # lazily: the frames beyond the innermost known one are read only for a peer wait
+        known = ((index, frame, found) for index, frame in stack.frames
+                 if (found := rule_for(frame.text, rules)) is not None)
+        first = next(known, None)
+        if first is None:
             continue
-        index, frame, rule = known[0]
+        index, frame, inner = first
         back = len(window) - index
-        if rule.phase in PEER_WAIT_PHASES:
-            for _, _, outer in known[1:]:
+        if inner.phase in PEER_WAIT_PHASES:
+            for _, _, outer in known:
                 phase = generic(outer.phase) if outer.phase and not outer.guess else None
                 if phase is not None:
                     return Place(phase, f"in {frame.text}", back,
-                                 label=f"{rule.label} in {outer.label}")
-        phase = generic(rule.phase) if rule.phase else None
-        return Place(phase, f"in {frame.text}", back, label=rule.label)
+                                 label=f"{inner.label} in {outer.label}")
+        phase = generic(inner.phase) if inner.phase else None
+        return Place(phase, f"in {frame.text}", back, label=inner.label)
     return None
 
 

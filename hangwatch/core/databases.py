@@ -42,11 +42,8 @@ def compile_database(expressions: Sequence[str], ids: Sequence[int] | None = Non
         db = _loaded(blob)
         if db is not None:
             return db
-    expressions, ids = _cut(expressions, ids)
-    db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
     try:
-        db.compile(expressions=[e.encode() for e in expressions], ids=ids,
-                   elements=len(expressions), flags=flags)
+        db = _compiled(expressions, ids, flags)
     except hyperscan.error:
         return None
     if store is not None:
@@ -63,15 +60,21 @@ def compile_database(expressions: Sequence[str], ids: Sequence[int] | None = Non
 CUT_CHARS = 8000
 
 
-def _cut(expressions: Sequence[str], ids: Sequence[int]) -> tuple[list[str], list[int]]:
-    """The expressions to compile, each long one as its alternatives, with their ids."""
+def _compiled(expressions: Sequence[str], ids: Sequence[int], flags: int) -> Any:
+    """A block-mode database of the expressions, each long one cut into its alternatives;
+    raises hyperscan.error when Hyperscan refuses them."""
+    import hyperscan
+
     cut_expressions: list[str] = []
     cut_ids: list[int] = []
     for expression, pid in zip(expressions, ids, strict=True):
         parts = alternatives(expression) if len(expression) > CUT_CHARS else [expression]
         cut_expressions += parts
         cut_ids += [pid] * len(parts)
-    return cut_expressions, cut_ids
+    db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+    db.compile(expressions=[e.encode() for e in cut_expressions], ids=cut_ids,
+               elements=len(cut_expressions), flags=flags)
+    return db
 
 
 def alternatives(form: str) -> list[str]:
@@ -241,11 +244,8 @@ def _stored_taken(blob: bytes | None,
 def _refusal(form: str) -> str | None:
     import hyperscan
 
-    parts, ids = _cut([form], [0])
     try:
-        hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK).compile(
-            expressions=[part.encode() for part in parts], ids=ids, elements=len(parts),
-            flags=hyperscan.HS_FLAG_MULTILINE)
+        _compiled([form], [0], hyperscan.HS_FLAG_MULTILINE)
     except hyperscan.error as exc:
         return str(exc)
     return None

@@ -469,6 +469,18 @@ Thread 4121 (idle): "MainThread"
     main (train.py:22)""".splitlines()
 
 
+def stack_place_of(lines: list[str]):
+    """`stack_place` with the built-in stack rules, a rule's phase the generic layer's."""
+    rules = load_rule_set()
+    return stack_place(lines, rules.stack_rules, lambda kind: rules.phase(f"generic:{kind}"))
+
+
+def place_of(*frames: str) -> str | None:
+    """The phase a main thread's dump of these frames (innermost first) names, if any."""
+    place = stack_place_of(['Thread 1 (idle): "MainThread"', *frames])
+    return place.phase.id if place is not None and place.phase is not None else None
+
+
 def test_a_stack_printed_at_the_end_names_where_the_job_was_by_its_innermost_known_frame():
     barrier = fed(["step 12 done", *CTRL_C]).state()
     assert barrier["place"] is None  # a collective is no phase of its own
@@ -492,8 +504,7 @@ def test_a_collective_in_a_printed_stack_takes_its_place_from_the_framework_fram
             "    __init__ (deepspeed/runtime/engine.py:297)",
             "    _inner_training_loop (transformers/trainer.py:1702)",
             "    <module> (train.py:64)"]
-    rules = load_rule_set()
-    place = stack_place(dump, rules.stack_rules, lambda kind: rules.phase(f"generic:{kind}"))
+    place = stack_place_of(dump)
     assert place is not None and place.phase is not None
     assert (place.phase.id, place.label) == ("generic:distributed_init",
                                              "collective in DeepSpeed's engine init")
@@ -558,13 +569,6 @@ def test_the_main_threads_stack_names_the_place_before_a_helper_threads_printed_
 
 
 def test_a_load_or_save_function_in_a_checkpoint_module_names_which_way_it_goes():
-    rules = load_rule_set()
-
-    def place_of(*frames: str) -> str | None:
-        place = stack_place(['Thread 1 (idle): "MainThread"', *frames], rules.stack_rules,
-                            lambda phase_id: rules.phase(f"generic:{phase_id}"))
-        return place.phase.id if place is not None and place.phase is not None else None
-
     assert place_of("    _load_base_checkpoint (megatron/training/checkpointing.py:712)",
                     "    setup_model_and_optimizer (megatron/training/training.py:720)"
                     ) == "generic:model_load"
@@ -576,13 +580,6 @@ def test_a_load_or_save_function_in_a_checkpoint_module_names_which_way_it_goes(
 
 
 def test_a_main_thread_waiting_inside_its_own_exit_names_a_shutdown():
-    rules = load_rule_set()
-
-    def place_of(*frames: str) -> str | None:
-        place = stack_place(['Thread 1 (idle): "MainThread"', *frames], rules.stack_rules,
-                            lambda phase_id: rules.phase(f"generic:{phase_id}"))
-        return place.phase.id if place is not None and place.phase is not None else None
-
     # whatever it waits for inside (a gRPC channel, a join), the place is the exit
     assert place_of("    wait (threading.py:312)", "    __del__ (grpc/_channel.py:1247)",
                     "    disconnect (ray/_private/worker.py:2119)",

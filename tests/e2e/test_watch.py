@@ -158,23 +158,14 @@ def test_a_watch_started_with_sigint_ignored_still_ends_cleanly_on_sigint(tmp_pa
     # A script's background job (`hangwatch watch train.log &`) and some CI runners start
     # their children with SIGINT ignored; `kill -INT` must still end the watch as Ctrl-C
     # does (exit 0, its session closed), not leave it to a SIGTERM.
-    import signal
-
-    from tests.fakes.hangwatch_proc import ROOT, child_env
+    from tests.fakes.hangwatch_proc import Hangwatch
 
     log = tmp_path / "train.log"
     log.write_text("[SYNC] Starting weight synchronization\n")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "hangwatch", "watch", str(log), "--json", "--no-snapshot",
-         "--report-dir", str(tmp_path / "reports"), "--state-dir", str(tmp_path / "state")],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(), cwd=ROOT,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    hw = Hangwatch("watch", str(log), "--json", "--no-snapshot",
+                   "--report-dir", str(tmp_path / "reports"),
+                   "--state-dir", str(tmp_path / "state"), sigint_ignored=True)
     try:
-        assert proc.stdout is not None
-        assert proc.stdout.readline()  # it is reading the log
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=20) == 0
+        assert hw.lines.get(timeout=15)  # it is reading the log
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        assert hw.stop() == 0, hw.output()  # SIGINT

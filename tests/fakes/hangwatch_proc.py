@@ -28,10 +28,13 @@ def hangwatch(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[st
 
 
 class Hangwatch:
-    def __init__(self, *args: str) -> None:
+    def __init__(self, *args: str, sigint_ignored: bool = False) -> None:
+        """`sigint_ignored`: started as a script's background job is, SIGINT ignored."""
+        ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored \
+            else None
         self.proc = subprocess.Popen([sys.executable, "-m", "hangwatch", *args],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     env=child_env(), cwd=ROOT)
+                                     env=child_env(), cwd=ROOT, preexec_fn=ignore)
         self.lines: queue.Queue[tuple[float, str]] = queue.Queue()
         self.stdout: list[str] = []
         self.stderr: list[str] = []
