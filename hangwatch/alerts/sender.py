@@ -32,6 +32,10 @@ from hangwatch.alerts.targets import (
 
 BACKOFF_FIRST_S = 1.0
 BACKOFF_MAX_S = 300.0
+# How long close waits, past its drain time, for a send already under way: its outcome is
+# then known (delivered, or still spooled), and no closed sender delivers behind the next
+# one reading the same spool.
+FINISH_SEND_S = 1.0
 RESULTS = ("delivered", "rejected", "dropped")
 Log = Callable[[str], None]
 Spooled = Callable[[], None]
@@ -140,6 +144,10 @@ class _Worker:
         self.stop.set()
         self.wake.set()
 
+    def join(self, timeout: float) -> None:
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
 
 class Sender:
     def __init__(self, specs: Sequence[TargetSpec], spool_root: Path | None, *, log: Log,
@@ -236,6 +244,9 @@ class Sender:
             worker.empty.wait(max(0.0, deadline - time.monotonic()))
         for worker in self.workers:
             worker.close()
+        finish = max(deadline, time.monotonic()) + FINISH_SEND_S
+        for worker in self.workers:
+            worker.join(max(0.0, finish - time.monotonic()))
         return [left for left in map(_undelivered, self.workers) if left is not None]
 
 

@@ -66,6 +66,19 @@ def test_what_is_left_at_close_is_sent_by_the_next_sender_on_the_same_spool(tmp_
     assert [b["episode"] for b in got] == ["ep1", "ep2"]
 
 
+def test_close_waits_for_a_send_under_way_and_reports_it_delivered(tmp_path: Path):
+    # A closed sender must not deliver behind the next one on its spool (a duplicate) nor
+    # report as left an alert its receiver then takes.
+    with Receiver(delay=0.5) as receiver:
+        sender = Sender([TargetSpec("webhook", url=receiver.url())], tmp_path,
+                        log=lambda _: None, backoff=FAST).start()
+        sender.submit(alert(1))
+        receiver.wait_for(1)  # the POST is in, its answer half a second away
+        assert sender.close(0.0) == []
+    assert sender.stats()[0].results["delivered"] == 1
+    assert sender.stats()[0].spooled == 0
+
+
 def test_a_target_that_hangs_does_not_hold_up_another(tmp_path: Path):
     with Receiver(hang=True) as stuck, Receiver() as fine:
         sender = Sender([TargetSpec("webhook", url=stuck.url()),

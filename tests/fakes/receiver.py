@@ -1,5 +1,6 @@
 """A real HTTP receiver on 127.0.0.1 that records what is POSTed to it: it answers 200, a
-chosen error status, or never (holding the connection open until stopped)."""
+chosen error status, late (after `delay` seconds) or never (holding the connection open until
+stopped)."""
 
 from __future__ import annotations
 
@@ -18,8 +19,10 @@ def free_port() -> int:
 
 
 class Receiver:
-    def __init__(self, port: int = 0, *, status: int = 200, hang: bool = False) -> None:
+    def __init__(self, port: int = 0, *, status: int = 200, hang: bool = False,
+                 delay: float = 0.0) -> None:
         self.port = port
+        self.delay = delay
         self.status = status
         self.hang = hang
         self.posts: list[tuple[str, Any]] = []  # (path, parsed JSON body)
@@ -47,6 +50,7 @@ class Receiver:
                 if receiver.hang:
                     receiver._release.wait(60)
                     return
+                time.sleep(receiver.delay)
                 self.send_response(receiver.status)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
