@@ -143,10 +143,10 @@ def render(data: dict[str, Any], out: TextIO) -> None:
         print("\nranks:", file=out)
         for line in stall_lines(data):
             print(safe(f"  {line}"), file=out)
-        if table:
-            print("  " + "  ".join(f"{c:<12}" for c in COLUMNS).rstrip(), file=out)
-        for row in table:
-            print(safe("  " + "  ".join(f"{c:<12}" for c in row).rstrip()), file=out)
+        widths = [max([12, *(len(row[i]) for row in table)]) for i in range(len(COLUMNS))]
+        for row in ([COLUMNS] if table else []) + table:
+            print(safe("  " + "  ".join(f"{c:<{w}}" for c, w in zip(row, widths, strict=True))
+                       .rstrip()), file=out)
     if data["signals"]:
         print("\nsignals:", file=out)
         for s in data["signals"]:

@@ -11,6 +11,7 @@ from hangwatch.core.durations import format_duration
 from hangwatch.core.ranks import span
 
 MAX_GROUPS = 12
+NAMES_SHOWN = 2  # named ranks (Ray actors, files) listed in a row before "and N more"
 COLUMNS = ("rank", "phase", "step", "idle")
 
 
@@ -61,9 +62,15 @@ def _label(row: Mapping[str, Any]) -> str:
 
 
 def _ranks(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Numbered ranks as a span; named ones (which may hold commas themselves, as Ray's
+    `WorkerDict pid=3001, ip=10.0.0.1`) a few, separated by `;`, then how many more."""
     labels = [_label(r) for r in rows]
+    names = sorted({label for label in labels if not label.isdigit()})
+    numbers = [label for label in labels if label.isdigit()]
+    parts = ([span(numbers)] if numbers else []) + names[:NAMES_SHOWN]
+    more = f" and {len(names) - NAMES_SHOWN} more" if len(names) > NAMES_SHOWN else ""
     mark = "*" if rows[0].get("laggard") else ""
-    return span(labels) + mark
+    return "; ".join(parts) + more + mark
 
 
 def _counter(value: Any) -> str:

@@ -61,6 +61,18 @@ def test_table_of_64_ranks_groups_equal_ranks_and_shows_the_odd_ones():
                              ("0-16,18-39,41-63", "train_loop", "812", "4s")]
 
 
+def test_a_row_of_many_named_ranks_lists_two_and_counts_the_rest():
+    # Ray's actor labels hold commas of their own: joined by commas they ran together.
+    rows = [RankRow(f"WorkerDict pid={3000 + n}, ip=10.0.0.1", "train.log", "train_loop", 8,
+                    4.0, "", False).to_dict() for n in range(26)]
+    rows.append(RankRow("TaskRunner pid=410", "train.log", "data_load", 3, 90.0, "",
+                        False).to_dict())
+    assert grouped(rows) == [
+        ("TaskRunner pid=410", "data_load", "3", "1m30s"),
+        ("WorkerDict pid=3000, ip=10.0.0.1; WorkerDict pid=3001, ip=10.0.0.1 and 24 more",
+         "train_loop", "8", "4s")]
+
+
 def test_live_view_shows_the_rank_table_when_there_is_more_than_one_rank():
     buffer = io.StringIO()
     console = Console(file=buffer, width=120, force_terminal=False)
