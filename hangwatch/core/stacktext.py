@@ -21,6 +21,13 @@ _ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
 # Library folders: a file under one is named from its package on (`torch/distributed/x.py`).
 _LIBRARY_ROOT = re.compile(r".*/(?:site-packages|dist-packages|lib/python\d[\d.]*)/")
 _SHARED_OBJECT = re.compile(r"\.so(?:\.[\d.]+)?$|\.c$|\.cc$|\.cpp$")
+# A framework run from a source checkout (`/sgl-workspace/sglang/python/sglang/srt/x.py`,
+# `/workspace/verl/verl/trainer/x.py`): named from its innermost package folder on, as an
+# installed one is, so the stack rules know it and nodes with other checkout folders agree.
+_CHECKOUT_PACKAGE = re.compile(
+    r".*/(?=(?:torch|vllm|sglang|deepspeed|megatron|verl|ray|transformers|accelerate|lightning|"
+    r"pytorch_lightning|jax|flax|datasets|nemo|trl|peft|openrlhf|colossalai|apex|triton|"
+    r"safetensors|huggingface_hub|slime|areal|roll|torchtitan|xtuner|llamafactory)/)")
 MAX_FUNCTION_CHARS = 160
 
 
@@ -71,6 +78,11 @@ def parse_dump(text: str) -> tuple[Thread, ...]:
 # under its `Thread N` header (innermost first). Ranks' prefixes (`[rank0]: `) may come first.
 _LOGGED_FRAME = re.compile(r'(?:^|\s)File "(?P<file>[^"]+)", line \d+(?P<comma>,)? in '
                            r"(?P<func>[\w.<>]+)")
+# A numbered frame, innermost first from #0: SGLang's dump (`#61 forward_extend from
+# /x/model_runner.py:1698`) and gdb's backtrace (`#3  0x7f.. in ncclProxyService () from
+# /lib/libnccl.so.2`, `#0  futex_wait (...) at ../futex-internal.c:57`).
+_NUMBERED_FRAME = re.compile(r"^\s*#(?P<n>\d+)\s+(?:0x[0-9a-fA-F]+ in )?(?P<func>[^\s(]+)"
+                             r"(?:\s*\(.*\))? (?:from|at) (?P<file>\S+?)(?::\d+)?\s*$")
 _FIRST_HEADER = re.compile(r"\(most recent call first\)|^Thread (?:0x[0-9A-Fa-f]+|\d+)\b")
 _LAST_HEADER = re.compile(r"Traceback \(most recent call last\)")
 
@@ -99,6 +111,10 @@ def logged_stacks(lines: list[str]) -> list[LoggedStack]:
         found = _LOGGED_FRAME.search(line)
         if found is not None:
             func, file, first = found["func"], found["file"], found["comma"] is None
+        elif (found := _NUMBERED_FRAME.match(line)) is not None:
+            func, file, first = found["func"], found["file"], True
+            if found["n"] == "0" and stacks and stacks[-1][2]:
+                stacks.append((True, False, []))  # frame #0: the next thread's stack
         elif (found := FRAME_LINE.match(line)) is not None and (
                 (stacks and stacks[-1][0]) or _headless(found, lines, index)):
             func, file, first = found["func"], found["file"], True
@@ -129,8 +145,11 @@ def normalise(function: str, file: str) -> Frame | None:
         return None
     if native:
         function = _without_brackets(function)
+        file = file.rsplit("/", 1)[-1]  # gdb names the library's or source's folder too
     else:
         file = _LIBRARY_ROOT.sub("", file)
+        if file.startswith("/"):
+            file = _CHECKOUT_PACKAGE.sub("", file, count=1)
         if file.startswith("/"):
             file = file.rsplit("/", 1)[-1]  # a script's own folder differs between nodes
     if len(function) > MAX_FUNCTION_CHARS:

@@ -513,6 +513,18 @@ def test_a_collective_in_a_printed_stack_takes_its_place_from_the_framework_fram
     assert fed(["step 12 done", *CTRL_C]).state()["place"] is None
 
 
+def test_an_inference_engines_step_in_a_printed_stack_is_serving():
+    # SGLang's own dump of a scheduler inside a batch, run from a source checkout
+    dump = ["#64 forward_batch_generation from /sgl-workspace/sglang/python/sglang/srt/"
+            "managers/tp_worker.py:239",
+            "#65 run_batch from /sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py:1801",
+            "#66 event_loop_normal_disagg_prefill from /sgl-workspace/sglang/python/sglang/srt/"
+            "disaggregation/prefill.py:294"]
+    assert fed(["rank 0 quiet", *dump]).state()["place"] == "generic:serving"
+    assert place_of("    step (vllm/v1/engine/core.py:240)",
+                    "    run_busy_loop (vllm/v1/engine/core.py:600)") == "generic:serving"
+
+
 def test_a_stack_whose_only_known_frame_is_the_training_scripts_is_the_training_loop():
     dump = ['Thread 1 (idle): "MainThread"',
             "    _run_local (experiments/moe/train.py:585)",

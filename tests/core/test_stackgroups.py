@@ -8,7 +8,7 @@ import pytest
 
 from hangwatch.core.members import Member
 from hangwatch.core.stackgroups import Place, group, place_of
-from hangwatch.core.stacktext import logged_stacks, normalise, parse_dump
+from hangwatch.core.stacktext import Frame, logged_stacks, normalise, parse_dump
 from hangwatch.packs.load import load_rule_set
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -166,6 +166,36 @@ def test_stacks_in_a_log_are_read_innermost_first_whichever_way_they_are_printed
     assert [[frame.function for _, frame in stack.frames] for stack in pasted] == [["f", "g"]]
     # the traceback (raised where the job was), faulthandler's current thread, MainThread
     assert [stack.main for stack in logged_stacks(lines)] == [True, True, True]
+
+
+def test_numbered_frames_of_gdb_and_sglang_are_a_stack_innermost_first():
+    lines = [
+        "#56 forward from /sgl-workspace/sglang/python/sglang/srt/models/deepseek_v2.py:2083",
+        "#57 run_batch from /sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py:1801",
+        "#58 run from /usr/lib/python3.12/multiprocessing/process.py:108",
+        "(gdb) bt",
+        "#0  0x00007f3a in __futex_abstimed_wait_common64 (private=0, cancel=true) at "
+        "./nptl/futex-internal.c:57",
+        "#1  0x00007f3b in ncclProxyService(void*) () from /usr/lib/x86_64-linux-gnu/libnccl.so.2",
+        "#2  0x00007f3c in start_thread (arg=<optimized out>) at ./nptl/pthread_create.c:442",
+        "#3 a numbered line that is no frame",
+    ]
+    stacks = [[frame.text for _, frame in stack.frames] for stack in logged_stacks(lines)]
+    assert stacks == [
+        ["forward (sglang/srt/models/deepseek_v2.py)",
+         "run_batch (sglang/srt/managers/scheduler.py)", "run (multiprocessing/process.py)"],
+        ["__futex_abstimed_wait_common64 (futex-internal.c)",
+         "ncclProxyService (libnccl.so.2)", "start_thread (pthread_create.c)"],
+    ]
+
+
+def test_a_framework_run_from_its_source_checkout_is_named_from_its_package_on():
+    # as if installed: the stack rules know it, and nodes with other checkout folders agree
+    assert normalise("run_batch", "/sgl-workspace/sglang/python/sglang/srt/managers/"
+                     "scheduler.py") == Frame("run_batch", "sglang/srt/managers/scheduler.py")
+    assert normalise("fit", "/home/u/verl/verl/trainer/ppo/ray_trainer.py") == Frame(
+        "fit", "verl/trainer/ppo/ray_trainer.py")
+    assert normalise("main", "/home/u/proj/train.py") == Frame("main", "train.py")
 
 
 def test_a_helper_threads_stack_is_not_the_main_one():
