@@ -385,6 +385,17 @@ def test_a_deepspeed_checkpoint_save_is_a_step_of_its_training_loop_until_the_ne
     ("(TaskRunner pid=247607) WARNING:2025-08-02 00:35:34,451:Waiting for register center actor "
      "Se3S0W_register_center to be ready. Elapsed time: 0 seconds out of 300 seconds.", "start",
      "verl_workers_start"),
+    # Ray's raylet on workers that never registered; Tune's trials all pending
+    ("(raylet) [2022-08-25 11:25:08,224 E 9797 3753803] (raylet) worker_pool.cc:502: Some workers "
+     "of the worker process(11326) have not registered within the timeout. The process is dead, "
+     "probably it crashed during start.", "signal", "ray_worker_crashed"),
+    ("Trial status: 1 PENDING", "start", "ray_placement_group"),
+    # a shell's report of its job killed: bash, dash, zsh
+    ("./train.sh: line 60: 11880 Killed                  python3 train.py", "signal",
+     "python_killed"),
+    ("./train.sh:  60: 11880 killed              PYTHONPATH=`pwd`/models python3 ./main.py",
+     "signal", "python_killed"),
+    ("zsh: killed     python train.py", "signal", "python_killed"),
 ])
 def test_a_packs_words_from_its_frameworks_source_mean_what_their_rule_says(line, kind, rule):
     found = load_rule_set().match(line)

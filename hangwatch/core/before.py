@@ -131,6 +131,7 @@ ANNOUNCE = regex.compile(
 # A line saying an action finished (`CheckpointManager::save_all call done`, `Model saved`):
 # with nothing after it, the job hangs in what comes next (core/order.py), as after a phase
 # a rule saw complete. Its words before the verb say which action.
+DOWNLOAD = regex.compile(r"(?i)\b(?:download|fetch)(?:ing|ed)?\b")
 FINISHED = regex.compile(r"(?i)\b(?:done|finished|completed?|succeeded|saved|took \d)\b")
 AT_END = regex.compile(r"\b(\d+)\s*/\s*\1\b")
 FINISHED_WORDS: tuple[tuple[str, regex.Pattern[str]], ...] = (
@@ -251,6 +252,7 @@ def place_at_silence(lines: Sequence[str], starts: Callable[[str], Sequence[Phas
     count toward ANNOUNCE_LINES."""
     found: tuple[str, int, PhaseRule | None] | None = None
     finished = False  # a line newer than the one being read says something finished
+    bare_done = -1  # the count of the line saying so, when its words named nothing
     said = 0  # lines read that are not quiet
     for back, text in enumerate(reversed(lines[-BEFORE_LINES:]), start=1):
         if quiet(text) or interrupted(text):
@@ -264,6 +266,14 @@ def place_at_silence(lines: Sequence[str], starts: Callable[[str], Sequence[Phas
             if recent is not None:
                 return recent
             finished = FINISHED.search(text) is not None
+            if finished:
+                bare_done = said
+        elif said == bare_done + 1 and DOWNLOAD.search(text):
+            # `Downloading GDB-9 data...`, `Done.`: what was fetched is then unpacked or
+            # loaded, in the same place (a download is a load's first part)
+            announced = _announced(text, generic)
+            if announced is not None:
+                return Place(announced, text.strip(), back)
         metrics = METRICS.search(text)
         if metrics is not None:
             if found is None:

@@ -148,9 +148,9 @@ def normalise(function: str, file: str) -> Frame | None:
         file = file.rsplit("/", 1)[-1]  # gdb names the library's or source's folder too
     else:
         file = _LIBRARY_ROOT.sub("", file)
-        if file.startswith("/"):
+        if file.startswith(("/", "...")):  # `.../jax/_src/api.py`: a path elided when pasted
             file = _CHECKOUT_PACKAGE.sub("", file, count=1)
-        if file.startswith("/"):
+        if file.startswith(("/", "...")):
             file = file.rsplit("/", 1)[-1]  # a script's own folder differs between nodes
     if len(function) > MAX_FUNCTION_CHARS:
         function = function[:MAX_FUNCTION_CHARS] + "..."

@@ -513,6 +513,16 @@ def test_a_collective_in_a_printed_stack_takes_its_place_from_the_framework_fram
     assert fed(["step 12 done", *CTRL_C]).state()["place"] is None
 
 
+def test_a_download_said_done_leaves_the_job_preparing_what_it_fetched():
+    # dtnn: the data downloaded, then unpacked into its database: the silence is that load
+    state = fed(["No database found at `data_dir/gdb9.db`. Should GDB-9 data be downloaded to "
+                 "that location? [y/N]y", "INFO - Downloading GDB-9 data...", "INFO - Done."]
+                ).state()
+    assert state["place"] == "generic:data_load"
+    # a finish saying what finished is past it; an announcement that is no download is too
+    assert fed(["INFO - Building the index...", "INFO - Done."]).state()["place"] is None
+
+
 def test_an_inference_engines_step_in_a_printed_stack_is_serving():
     # SGLang's own dump of a scheduler inside a batch, run from a source checkout
     dump = ["#64 forward_batch_generation from /sgl-workspace/sglang/python/sglang/srt/"

@@ -196,6 +196,10 @@ def test_a_framework_run_from_its_source_checkout_is_named_from_its_package_on()
     assert normalise("fit", "/home/u/verl/verl/trainer/ppo/ray_trainer.py") == Frame(
         "fit", "verl/trainer/ppo/ray_trainer.py")
     assert normalise("main", "/home/u/proj/train.py") == Frame("main", "train.py")
+    # a path elided when pasted
+    assert normalise("block_until_ready", ".../jax/_src/api.py") == Frame(
+        "block_until_ready", "jax/_src/api.py")
+    assert normalise("main", ".../scripts/run.py") == Frame("main", "run.py")
 
 
 def test_a_helper_threads_stack_is_not_the_main_one():

@@ -194,6 +194,19 @@ NAMED += [
     ("Pushing model files to the Hub ...", "checkpoint_save"),
     ("2023-09-22 08:54:03.359331: predicting CTA-02_0000", "evaluation"),
 ]
+# Rounds 43 to 46: TF's connect_to_cluster, torch's DataLoader starting its workers, a request
+# no node can hold, a job submitted and not yet started
+NAMED += [
+    ("I0518 15:49:45.564608 140338081622016 remote.py:225] default session config: device_count {",
+     "distributed_init"),
+    ("/usr/local/lib/python3.7/dist-packages/torch/utils/data/dataloader.py:481: UserWarning: This "
+     "DataLoader will create 30 worker processes in total. Our suggested max number of worker in "
+     "current system is 2", "data_load"),
+    ("Infeasible task. No nodes satisfy hard constraints for task = 94a4306a4e54cd71115be891",
+     "resource_wait"),
+    ("Job 'raysubmit_CYMCKqneLvanNwkT' submitted successfully", "resource_wait"),
+    ("Submitted batch job 4242", "resource_wait"),
+]
 NOT_THERE = [
     ("Pulled the latest model from the hub", "checkpoint_save"),
     ("predicting the next token with a cache of 4096", "evaluation"),
@@ -270,6 +283,14 @@ SIGNALED = [
     ("I1127 21:34:05.015228 3935673 tcp_utils.cc:107] Retry to connect to 0.1.68.146:63314 while "
      "the server is not yet listening.", "connection_error"),
     ("not ready endpoints:['0.1.68.146:38149', '0.1.68.146:35087']", "connection_error"),
+    # rounds 43 to 46: a wait said long, a worker or actor gone (killed: out of memory, mostly)
+    ("          and is still waiting for the result to materialize, 270s elapsed...",
+     "stall_warning"),
+    ("The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR",
+     "missing_peer"),
+    ("2020-11-23 11:34:40,000\tWARNING main.py:480 -- A Ray actor died during training. Trying to "
+     "restart and continue training from last checkpoint.", "missing_peer"),
+    ("DataLoader worker 3 was killed by signal: Killed.", "oom"),
 ]
 NOT_SIGNALED = [
     ("#SBATCH --time=02:00:00  # time limit of the job", "timeout"),
@@ -278,6 +299,13 @@ NOT_SIGNALED = [
     ("Received response from worker: /job:worker/replica:0/task:3", "missing_peer"),
     ("btl_tcp: peer 10.0.0.2 reconnected after 2 retries", "missing_peer"),
     ("WARNING: Open MPI failed to load the openib BTL", "connection_error"),
+    # rounds 43 to 46
+    ("Resubmitted the batch of 4 jobs after the restart", "resource_wait"),
+    ("the feasible region is infeasible for this solver", "resource_wait"),
+    ("still waiting for the dataset to download", "stall_warning"),  # no time said
+    ("2020-04-13 15:35:00,032 WARNING worker.py:1072 -- A worker died or was killed while "
+     "executing task ffffffffffffffff45b95b1c0100.", "oom"),  # neither said
+    ("the actor restarted after it died in the previous run", "oom"),
 ]
 
 
