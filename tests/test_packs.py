@@ -396,6 +396,18 @@ def test_a_deepspeed_checkpoint_save_is_a_step_of_its_training_loop_until_the_ne
     ("./train.sh:  60: 11880 killed              PYTHONPATH=`pwd`/models python3 ./main.py",
      "signal", "python_killed"),
     ("zsh: killed     python train.py", "signal", "python_killed"),
+    # NCCL connecting a communicator's channels; the network plugin it chose
+    ("[1,15]<stdout>:ip-172-32-34-121:70560:71394 [7] NCCL INFO Ring 00 : 15 -> 16 [send] via "
+     "NET/AWS Libfabric/0", "start", "nccl_comm_init"),
+    ("node1:3705:3720 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC/read", "start",
+     "nccl_comm_init"),
+    ("INFO: Function: ofi_init Line: 686: NET/OFI Selected Provider is efa", "start",
+     "nccl_comm_init"),
+    # torch 2.2's torchrun banner closes
+    ("[2024-02-09 08:51:23,862] torch.distributed.run: [WARNING] "
+     "*****************************************", "done", "torchrun_launch"),
+    # Lightning's Trainer says which devices its strategy takes
+    ("GPU available: True (cuda), used: True", "start", "lightning_strategy_setup"),
 ])
 def test_a_packs_words_from_its_frameworks_source_mean_what_their_rule_says(line, kind, rule):
     found = load_rule_set().match(line)

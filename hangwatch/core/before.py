@@ -93,9 +93,10 @@ LAUNCHER_STEP = regex.compile(r"(?i)\bstep\s*\d+\s*(?:/|of)\s*\d+\s*:\s*[a-z]*in
                               r"(?:\s+[a-z]|\s*\.|\s*$)")
 # A bar with no words takes its loop from a line this close before it that names one.
 ANNOUNCED_WITHIN = 3
-# A line of training metrics (`{'loss': 0.0138, 'learning_rate': ...}`, `loss=2.31`): the
+# A line of training metrics (`{'loss': 0.0138, 'learning_rate': ...}`, `train_loss=2.31`): the
 # job was in its training loop, or its evaluation when the loss is an eval/validation one.
-METRICS = regex.compile(r"(?i)(?<![\w/])(?:(?P<eval>eval|val|valid|validation|test)[_/ ])?"
+METRICS = regex.compile(r"(?i)(?<![\w/])(?:(?P<eval>eval|val|valid|validation|test)[_/ ]"
+                        r"|train(?:ing)?[_/ ])?"
                         r"loss['\"]?\s*[:=]\s*(?:-?\d|nan\b|inf\b)")  # a diverged loss too
 
 # What a bar's or counter's own words say it counts, by the generic layer's phase ids: a
@@ -121,7 +122,7 @@ BAR_WORDS: tuple[tuple[str, regex.Pattern[str]], ...] = tuple(
 # line within ANNOUNCE_LINES of the end names where a job that went quiet was, by its words,
 # unless a later line says something finished (then the job was past it).
 ANNOUNCE = regex.compile(
-    r"(?P<verb>\b(?:Start(?:ing)?|Begin(?:ning)?|Initiali[sz]ing|Loading|Building|Creating"
+    r"(?P<verb>\b(?:Start(?:ing)?|Begin(?:ning)?|Initiali[sz]ing|Init|Loading|Building|Creating"
     r"|Preparing|Compiling|Waiting|Monitoring|Connecting|Launching|Setting up|Indexing"
     r"|Downloading|Tokeni[sz]ing|Running|Computing|Evaluating|Saving|Generating"
     r"|(?:Pre)?[Pp]rocessing|Fetching|Syncing|Allocating|Capturing|Profiling|Warming up)\b)"

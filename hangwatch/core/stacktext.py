@@ -76,7 +76,9 @@ def parse_dump(text: str) -> tuple[Thread, ...]:
 # A stack a log holds: a Python traceback's frame (`File "x.py", line 3, in f`, innermost
 # last), a faulthandler dump's (`File "x.py", line 3 in f`, innermost first), or py-spy's
 # under its `Thread N` header (innermost first). Ranks' prefixes (`[rank0]: `) may come first.
-_LOGGED_FRAME = re.compile(r'(?:^|\s)File "(?P<file>[^"]+)", line \d+(?P<comma>,)? in '
+# A frame whose head was cut when pasted (`habitat/base_trainer.py", line 102, in eval`) is one
+# all the same: nothing else holds a file, a quote, a line and a function so.
+_LOGGED_FRAME = re.compile(r'(?:(?:^|\s)File "|^)(?P<file>[^"\s]+)", line \d+(?P<comma>,)? in '
                            r"(?P<func>[\w.<>]+)")
 # A numbered frame, innermost first from #0: SGLang's dump (`#61 forward_extend from
 # /x/model_runner.py:1698`) and gdb's backtrace (`#3  0x7f.. in ncclProxyService () from

@@ -523,6 +523,27 @@ def test_a_download_said_done_leaves_the_job_preparing_what_it_fetched():
     assert fed(["INFO - Building the index...", "INFO - Done."]).state()["place"] is None
 
 
+def test_init_announces_an_action_and_a_train_loss_is_the_training_loops():
+    assert fed(["[INFO|configuration_utils.py:577] >> Generate config GenerationConfig {", "}",
+                "06/13/2023 09:29:23 - INFO - __main__ - Init new peft model"]
+               ).state()["place"] == "generic:model_load"
+    assert fed(["100%|##########| 40/40 [00:00<00:00, 1391.75it/s]",
+                "  0%|          | 0/160 [00:00<?, ?it/s, train_loss=0.625]"]
+               ).state()["place"] == "generic:train_loop"
+    assert fed(["  0%|          | 0/40 [00:00<?, ?it/s, val_loss=0.625]"]
+               ).state()["place"] == "generic:evaluation"
+
+
+def test_a_traceback_cut_at_its_head_still_names_an_evaluation_function():
+    # habitat-baselines: Ctrl-C in its evaluation's poll for checkpoints
+    state = fed(['habitat_baselines/common/base_trainer.py", line 102, in eval',
+                 "    time.sleep(2)  # sleep for 2 secs before polling again",
+                 "KeyboardInterrupt"]).state()
+    assert state["place"] == "generic:evaluation"
+    assert place_of("    evaluate (tools/run.py:88)", "    main (tools/run.py:120)") == \
+        "generic:evaluation"
+
+
 def test_an_inference_engines_step_in_a_printed_stack_is_serving():
     # SGLang's own dump of a scheduler inside a batch, run from a source checkout
     dump = ["#64 forward_batch_generation from /sgl-workspace/sglang/python/sglang/srt/"

@@ -207,6 +207,15 @@ NAMED += [
     ("Job 'raysubmit_CYMCKqneLvanNwkT' submitted successfully", "resource_wait"),
     ("Submitted batch job 4242", "resource_wait"),
 ]
+# Rounds 48 to 50: TurboMind's engine step, ps-lite's nodes joining
+NAMED += [
+    ("[TM][INFO] ------------------------- step = 2500 -------------------------", "serving"),
+    ("src/van.cc:357: Bind to role=worker, ip=10.5.37.73, port=43871, is_recovery=0",
+     "distributed_init"),
+    ("[14:01:04] src/van.cc:446: ? => 1. Meta: request=0, timestamp=0, control={ cmd=ADD_NODE, "
+     "node={ role=worker, ip=10.5.37.73, port=43871, is_recovery=0 } }. THIS IS NOT DATA MSG!",
+     "distributed_init"),
+]
 NOT_THERE = [
     ("Pulled the latest model from the hub", "checkpoint_save"),
     ("predicting the next token with a cache of 4096", "evaluation"),
@@ -291,6 +300,11 @@ SIGNALED = [
     ("2020-11-23 11:34:40,000\tWARNING main.py:480 -- A Ray actor died during training. Trying to "
      "restart and continue training from last checkpoint.", "missing_peer"),
     ("DataLoader worker 3 was killed by signal: Killed.", "oom"),
+    # rounds 48: no answer for a while; a timeout after a time
+    ("2025-09-24 05:48:14] Health check failed. Server couldn't get a response from detokenizer "
+     "for last 20 seconds. tic start time: 05:47:54.", "stall_warning"),
+    ("I0331 02:49:30.617945 803444 transfer_engine_py.cpp:454] Sync batch data transfer timeout "
+     "after 33061142969ns", "timeout"),
 ]
 NOT_SIGNALED = [
     ("#SBATCH --time=02:00:00  # time limit of the job", "timeout"),
@@ -299,6 +313,8 @@ NOT_SIGNALED = [
     ("Received response from worker: /job:worker/replica:0/task:3", "missing_peer"),
     ("btl_tcp: peer 10.0.0.2 reconnected after 2 retries", "missing_peer"),
     ("WARNING: Open MPI failed to load the openib BTL", "connection_error"),
+    ("got a response for 20 seconds of audio", "stall_warning"),
+    ("timeout afterwards is set by --timeout", "timeout"),
     # rounds 43 to 46
     ("Resubmitted the batch of 4 jobs after the restart", "resource_wait"),
     ("the feasible region is infeasible for this solver", "resource_wait"),
@@ -306,6 +322,8 @@ NOT_SIGNALED = [
     ("2020-04-13 15:35:00,032 WARNING worker.py:1072 -- A worker died or was killed while "
      "executing task ffffffffffffffff45b95b1c0100.", "oom"),  # neither said
     ("the actor restarted after it died in the previous run", "oom"),
+    ("step = 2500, loss 0.31", "serving"),  # a trainer's step, not TurboMind's
+    ("Binding to role model: the actor", "distributed_init"),
 ]
 
 
