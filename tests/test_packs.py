@@ -408,6 +408,9 @@ def test_a_deepspeed_checkpoint_save_is_a_step_of_its_training_loop_until_the_ne
      "*****************************************", "done", "torchrun_launch"),
     # Lightning's Trainer says which devices its strategy takes
     ("GPU available: True (cuda), used: True", "start", "lightning_strategy_setup"),
+    # vLLM's data-parallel engine core with a request in it
+    ("(EngineCore_0 pid=2461251) DEBUG 04-14 08:14:10 [core.py:416] EngineCore loop active - "
+     "local unfinished: True, finished: False.", "start", "vllm_serving"),
 ])
 def test_a_packs_words_from_its_frameworks_source_mean_what_their_rule_says(line, kind, rule):
     found = load_rule_set().match(line)

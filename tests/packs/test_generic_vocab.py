@@ -207,6 +207,13 @@ NAMED += [
     ("Job 'raysubmit_CYMCKqneLvanNwkT' submitted successfully", "resource_wait"),
     ("Submitted batch job 4242", "resource_wait"),
 ]
+# Round 54: parts of a job not yet up, dmlc's tracker
+NAMED += [
+    ("[2025-01-16 21:25:09,429][21824] Components not started: Batcher_0, LearnerWorker_p0, "
+     "wait_time=180.0 seconds", "resource_wait"),
+    ("Tracker started, with env={DMLC_NUM_SERVER=0, DMLC_TRACKER_URI=10.0.0.52, "
+     "DMLC_TRACKER_PORT=9091, DMLC_NUM_WORKER=33}", "distributed_init"),
+]
 # Rounds 48 to 50: TurboMind's engine step, ps-lite's nodes joining
 NAMED += [
     ("[TM][INFO] ------------------------- step = 2500 -------------------------", "serving"),
@@ -300,6 +307,9 @@ SIGNALED = [
     ("2020-11-23 11:34:40,000\tWARNING main.py:480 -- A Ray actor died during training. Trying to "
      "restart and continue training from last checkpoint.", "missing_peer"),
     ("DataLoader worker 3 was killed by signal: Killed.", "oom"),
+    # round 54: a connection's failure said after it
+    ("[LightGBM] [Warning] Connecting to rank 7 failed, waiting for 22383 milliseconds",
+     "connection_error"),
     # rounds 48: no answer for a while; a timeout after a time
     ("2025-09-24 05:48:14] Health check failed. Server couldn't get a response from detokenizer "
      "for last 20 seconds. tic start time: 05:47:54.", "stall_warning"),
@@ -315,6 +325,8 @@ NOT_SIGNALED = [
     ("WARNING: Open MPI failed to load the openib BTL", "connection_error"),
     ("got a response for 20 seconds of audio", "stall_warning"),
     ("timeout afterwards is set by --timeout", "timeout"),
+    ("Connected to rank 7; 3 failed attempts before", "connection_error"),
+    ("Started the components not needed for inference", "resource_wait"),
     # rounds 43 to 46
     ("Resubmitted the batch of 4 jobs after the restart", "resource_wait"),
     ("the feasible region is infeasible for this solver", "resource_wait"),
