@@ -182,6 +182,16 @@ def test_leaving_a_framework_out_drops_only_the_alternatives_written_for_it():
     assert regex.search(kept.start, "Epoch 3/10")  # the rest of the rule stays
 
 
+def test_leaving_a_framework_out_drops_an_alternative_of_a_phases_done_too():
+    # torch 2.2's torchrun banner end was written after reading speechbrain's excerpt
+    banner = "torch.distributed.run: [WARNING] *****************************************"
+    whole = rule_set().phase("torchrun_launch")
+    kept = without_framework("speechbrain", None).phase("torchrun_launch")
+    assert whole is not None and kept is not None and whole.done and kept.done
+    assert regex.search(whole.done, banner) and not regex.search(kept.done, banner)
+    assert kept.start == whole.start
+
+
 def test_a_recorded_alternative_the_pattern_no_longer_holds_is_an_error():
     assert without_alternatives("(?:a)|(?:b)|(?:c)", ("b",)) == "(?:a)|(?:c)"
     assert without_alternatives("(?:a)|(?:b)", ("a", "b")) is None

@@ -223,7 +223,7 @@ def without_framework(framework: str, pack: str | None) -> RuleSet:
         written = record.get(p.name)
         if written:
             p = dataclasses.replace(
-                p, phases=_kept(p.phases, "start", written),
+                p, phases=_kept_phases(p.phases, written),
                 signals=_kept(p.signals, "match", written),
                 progress=_kept(p.progress, "match", written),
                 noise=_kept(p.noise, "match", written),
@@ -243,6 +243,26 @@ def _kept(rules: tuple[Any, ...], key: str, written: Written) -> tuple[Any, ...]
             if written[rule.id] else None
         if pattern is not None:
             out.append(dataclasses.replace(rule, **{key: pattern}))
+    return tuple(out)
+
+
+def _kept_phases(rules: tuple[PhaseRule, ...], written: Written) -> tuple[PhaseRule, ...]:
+    """Phases less those written, and less the alternatives written of the others' START or
+    DONE (each alternative is looked for in both); a phase left with no START goes."""
+    out = []
+    for rule in rules:
+        if rule.id not in written:
+            out.append(rule)
+            continue
+        if not written[rule.id]:
+            continue
+        starts = f"|{rule.start}|"
+        of_start = tuple(a for a in written[rule.id] if f"|(?:{a})|" in starts)
+        of_done = tuple(a for a in written[rule.id] if a not in of_start)
+        start = without_alternatives(rule.start, of_start) if of_start else rule.start
+        done = without_alternatives(rule.done or "", of_done) if of_done else rule.done
+        if start is not None:
+            out.append(dataclasses.replace(rule, start=start, done=done))
     return tuple(out)
 
 
