@@ -408,6 +408,12 @@ def test_a_deepspeed_checkpoint_save_is_a_step_of_its_training_loop_until_the_ne
      "*****************************************", "done", "torchrun_launch"),
     # Lightning's Trainer says which devices its strategy takes
     ("GPU available: True (cuda), used: True", "start", "lightning_strategy_setup"),
+    # c10d's client socket that cannot even be set up; a bar with the shell's Killed glued on
+    ("[W socket.cpp:558] [c10d] The client socket cannot be initialized to connect to "
+     "[localhost]:29501 (errno: 97 - Address family not supported by protocol).", "signal",
+     "c10d_connect_retry"),
+    ("diarization_fscore | Epoch #1 = 86.0978% (best): : 2iteration [00:05,  3.20s/iteration]"
+     "Killed", "signal", "python_killed"),
     # vLLM's data-parallel engine core with a request in it
     ("(EngineCore_0 pid=2461251) DEBUG 04-14 08:14:10 [core.py:416] EngineCore loop active - "
      "local unfinished: True, finished: False.", "start", "vllm_serving"),

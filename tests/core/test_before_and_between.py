@@ -556,6 +556,20 @@ def test_an_inference_engines_step_in_a_printed_stack_is_serving():
                     "    run_busy_loop (vllm/v1/engine/core.py:600)") == "generic:serving"
 
 
+def test_a_model_wrapped_for_data_parallel_in_a_printed_stack_is_distributed_init():
+    # DDP's constructor checks the parameters' shapes across ranks: its first collective
+    state = fed(["[rank14]:   File \"/x/mnist.py\", line 55, in train",
+                 "[rank14]:     model = DistributedDataParallel(model, device_ids=[local_rank])",
+                 "[rank14]:   File \"/usr/lib/python3.12/dist-packages/torch/nn/parallel/"
+                 "distributed.py\", line 835, in __init__",
+                 "[rank14]:     _verify_param_shape_across_processes(self.process_group, p)"]
+                ).state()
+    assert state["place"] == "generic:distributed_init"
+    assert place_of("    get_xla_supported_devices (torch_xla/core/xla_model.py:42)",
+                    "    xla_device (torch_xla/core/xla_model.py:143)") == \
+        "generic:distributed_init"
+
+
 def test_a_stack_whose_only_known_frame_is_the_training_scripts_is_the_training_loop():
     dump = ['Thread 1 (idle): "MainThread"',
             "    _run_local (experiments/moe/train.py:585)",

@@ -207,6 +207,21 @@ NAMED += [
     ("Job 'raysubmit_CYMCKqneLvanNwkT' submitted successfully", "resource_wait"),
     ("Submitted batch job 4242", "resource_wait"),
 ]
+# Rounds 52, 53, 55: transformers' Trainer header, requests and servers, coqui's model, Neuron's
+# compiler, oneCCL's transport
+NAMED += [
+    ("  Total train batch size (w. parallel, distributed & accumulation) = 4", "train_loop"),
+    ("  Total optimization steps = 3000", "train_loop"),
+    ("2024-10-22 10:23:36,828 INFO get instruct inference request", "serving"),
+    ("2024-12-04T14:36:13+08:00 - vox_box.server.server - INFO - Serving on 0.0.0.0:40745.",
+     "serving"),
+    ("INFO:     Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)", "serving"),
+    (" > Using model: hifigan", "model_load"),
+    ("2023-09-08T21:17:31Z USER 238334 [sg0000/Tensorizer/SundaSizeTiling]: Running "
+     "SundaSizeTiling", "build"),
+    ("2023:06:23-03:36:46:(3742406) |CCL_WARN| did not find MPI-launcher specific variables, "
+     "switch to ATL/OFI, to force enable ATL/MPI set CCL_ATL_TRANSPORT=mpi", "distributed_init"),
+]
 # Round 54: parts of a job not yet up, dmlc's tracker
 NAMED += [
     ("[2025-01-16 21:25:09,429][21824] Components not started: Batcher_0, LearnerWorker_p0, "
@@ -310,6 +325,9 @@ SIGNALED = [
     # round 54: a connection's failure said after it
     ("[LightGBM] [Warning] Connecting to rank 7 failed, waiting for 22383 milliseconds",
      "connection_error"),
+    # round 55: a gRPC channel that never connected
+    ("RuntimeError: tensorflow/compiler/xla/xla_client/mesh_service.cc:172 : Check failed: "
+     "impl_->channel->WaitForConnected( std::chrono::system_clock::now())", "connection_error"),
     # rounds 48: no answer for a while; a timeout after a time
     ("2025-09-24 05:48:14] Health check failed. Server couldn't get a response from detokenizer "
      "for last 20 seconds. tic start time: 05:47:54.", "stall_warning"),
@@ -327,6 +345,9 @@ NOT_SIGNALED = [
     ("timeout afterwards is set by --timeout", "timeout"),
     ("Connected to rank 7; 3 failed attempts before", "connection_error"),
     ("Started the components not needed for inference", "resource_wait"),
+    ("  Num examples = 4000", "train_loop"),  # evaluation prints it too
+    ("the inference request body is logged at debug level", "serving"),
+    ("Using model: gpt-4o for the judge", "model_load"),  # not at a line's head after `>`
     # rounds 43 to 46
     ("Resubmitted the batch of 4 jobs after the restart", "resource_wait"),
     ("the feasible region is infeasible for this solver", "resource_wait"),
