@@ -90,9 +90,12 @@ pytestmark = pytest.mark.xdist_group("corpus")
 # pipelines, pretraining stacks, Ray, Trainer/Accelerate, engines in RL, DeepSpeed, launchers,
 # late hangs, the Chinese-speaking community, speech, other domains, other accelerators),
 # nearly all from frameworks with no pack, whose lessons are left out with them; after those
-# lessons (recorded): 89.8 % packs on, 73.9 % left out over 825 hangs.
+# lessons (recorded): 89.8 % packs on, 73.9 % left out over 825 hangs. The harness then kept
+# only the last of a rule's records made in two rounds for one framework (tensorrt-llm's MPI
+# words of round 13 were overwritten by round 35's): leaving a framework out kept rules
+# written for it, and 10 hangs counted right by them. Read right, left out is 73.0 %.
 PACKS_ON_FLOOR = 89.0
-LEAVE_ONE_OUT_FLOOR = 73.5
+LEAVE_ONE_OUT_FLOOR = 72.5
 
 
 @functools.cache
@@ -197,11 +200,26 @@ def test_leaving_a_framework_out_drops_an_alternative_of_a_phases_done_too():
     assert kept.start == whole.start
 
 
+def test_a_rules_alternatives_recorded_in_two_rounds_are_all_left_out():
+    # tensorrt-llm's MPI words, recorded in round 13 and again in round 35
+    alternatives = written_for()["tensorrt-llm"]["generic"]["generic:distributed_init"]
+    assert "\\bfor the device that Open MPI\\b" in alternatives
+    assert "\\bMPI size: \\d+, MPI local size: \\d+" in alternatives
+    kept = without_framework("tensorrt-llm", None).phase("generic:distributed_init")
+    assert kept is not None
+    for line in ("WARNING: No preset parameters were found for the device that Open MPI",
+                 "[TensorRT-LLM][INFO] MPI size: 4, MPI local size: 4, rank: 0"):
+        assert not regex.search(kept.start, line)
+
+
 def test_a_recorded_alternative_the_pattern_no_longer_holds_is_an_error():
     assert without_alternatives("(?:a)|(?:b)|(?:c)", ("b",)) == "(?:a)|(?:c)"
     assert without_alternatives("(?:a)|(?:b)", ("a", "b")) is None
+    assert without_alternatives("a|b", ("a|b",)) is None  # a pattern written alone
     with pytest.raises(ValueError, match="no alternative"):
         without_alternatives("(?:a)|(?:b)", ("a|b",))
+    with pytest.raises(ValueError, match="no alternative"):
+        without_alternatives("a|b", ("a",))
 
 
 def test_a_batch_kept_outside_the_repository_is_measured_in_the_same_format(tmp_path):

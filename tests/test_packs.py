@@ -414,6 +414,24 @@ def test_a_deepspeed_checkpoint_save_is_a_step_of_its_training_loop_until_the_ne
      "c10d_connect_retry"),
     ("diarization_fscore | Epoch #1 = 86.0978% (best): : 2iteration [00:05,  3.20s/iteration]"
      "Killed", "signal", "python_killed"),
+    # NCCL: a channel between bus ids, the P2P check, /dev/shm too small, a later collective
+    ("gpu2-ru7:2142:2554 [0] NCCL INFO Ring 00 : 0[1a000] -> 1[1b000] via direct shared memory",
+     "start", "nccl_comm_init"),
+    ("ava-s0:537555:537626 [2] NCCL INFO Could not enable P2P between dev 2(=3d000) and dev "
+     "3(=3e000)", "start", "nccl_comm_init"),
+    ("gpu2-ru7:2143:2561 [1] include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No "
+     "space left on device", "signal", "nccl_shm_full"),
+    ("ubuntu:9621:9689 [4] misc/shmutils.cc:71 NCCL WARN Error: failed to extend "
+     "/dev/shm/nccl-oA7T4J to 5967876 bytes", "signal", "nccl_shm_full"),
+    ("6d4c:44670:44670 [0] NCCL INFO AllReduce: opCount 1 sendbuff 0x7f4ea9600000 recvbuff "
+     "0x7f4ea9600000 count 1 datatype 1 op 0 root 0 comm 0x7f4f34000e00", "done",
+     "nccl_first_collective"),
+    # RLlib's trainer about to make its workers; the Hub's lock where there is no flock
+    ("(PPOTrainer pid=94841) 2022-01-26 11:13:32,924\tINFO trainer.py:803 -- Current log_level is "
+     "WARN. For more information, set 'log_level': 'INFO' / 'DEBUG' or use the -v and -vv flags.",
+     "start", "ray_worker_startup"),
+    ("FileSystem does not appear to support flock. Falling back to SoftFileLock for "
+     "/model_dir/.cache/huggingface/.gitignore.lock", "signal", "hf_lock_wait"),
     # vLLM's data-parallel engine core with a request in it
     ("(EngineCore_0 pid=2461251) DEBUG 04-14 08:14:10 [core.py:416] EngineCore loop active - "
      "local unfinished: True, finished: False.", "start", "vllm_serving"),

@@ -85,6 +85,11 @@ _LOGGED_FRAME = re.compile(r'(?:(?:^|\s)File "|^)(?P<file>[^"\s]+)", line \d+(?P
 # /lib/libnccl.so.2`, `#0  futex_wait (...) at ../futex-internal.c:57`).
 _NUMBERED_FRAME = re.compile(r"^\s*#(?P<n>\d+)\s+(?:0x[0-9a-fA-F]+ in )?(?P<func>[^\s(]+)"
                              r"(?:\s*\(.*\))? (?:from|at) (?P<file>\S+?)(?::\d+)?\s*$")
+# A C++ frame of the backtrace torch's errors print, innermost first from #0 ("frame #7:
+# c10d::ProcessGroupNCCL::broadcastUniqueNCCLID(ncclUniqueId*, bool) + 0xaf (0x7f.. in
+# /x/libtorch_cuda.so)"), its library the frame's file.
+_C10_FRAME = re.compile(r"\bframe #(?P<n>\d+): (?P<func>.+?) \+ 0x[0-9a-f]+ "
+                        r"\(0x[0-9a-f]+ in (?P<file>[^()\s]+)\)")
 _FIRST_HEADER = re.compile(r"\(most recent call first\)|^Thread (?:0x[0-9A-Fa-f]+|\d+)\b")
 _LAST_HEADER = re.compile(r"Traceback \(most recent call last\)")
 
@@ -113,7 +118,7 @@ def logged_stacks(lines: list[str]) -> list[LoggedStack]:
         found = _LOGGED_FRAME.search(line)
         if found is not None:
             func, file, first = found["func"], found["file"], found["comma"] is None
-        elif (found := _NUMBERED_FRAME.match(line)) is not None:
+        elif (found := _NUMBERED_FRAME.match(line) or _C10_FRAME.search(line)) is not None:
             func, file, first = found["func"], found["file"], True
             if found["n"] == "0" and stacks and stacks[-1][2]:
                 stacks.append((True, False, []))  # frame #0: the next thread's stack

@@ -570,6 +570,27 @@ def test_a_model_wrapped_for_data_parallel_in_a_printed_stack_is_distributed_ini
         "generic:distributed_init"
 
 
+def test_a_web_servers_loop_and_an_engines_communicator_in_printed_stacks():
+    assert place_of("    _on_sigint (asyncio/runners.py:157)",
+                    "    capture_signals (uvicorn/server.py:328)") == "generic:serving"
+    # a collective of vLLM's own communicator is placed by the frame that called it
+    assert place_of("    all_reduce (vllm/distributed/device_communicators/pynccl.py:175)",
+                    "    __init__ (vllm/distributed/device_communicators/pynccl.py:142)",
+                    "    __init__ (vllm/distributed/device_communicators/cuda_communicator.py:75)"
+                    ) == "generic:distributed_init"
+
+
+def test_the_cpp_backtrace_of_a_torch_error_is_a_printed_stack():
+    frames = ["(main_task pid=8405) frame #3: c10d::TCPStore::get(std::string const&) + 0x7a "
+              "(0x7f7e8d3b883a in /x/site-packages/torch/lib/libtorch_cpu.so)",
+              "(main_task pid=8405) frame #7: c10d::ProcessGroupNCCL::broadcastUniqueNCCLID("
+              "ncclUniqueId*, bool, std::string const&, int) + 0xaf (0x7f7e5302eebf in "
+              "/x/site-packages/torch/lib/libtorch_cuda.so)"]
+    state = fed(["rank 0 quiet", *frames]).state()
+    assert state["place"] == "generic:distributed_init"
+    assert "in c10d::TCPStore::get (libtorch_cpu.so)" in state["context"]
+
+
 def test_a_stack_whose_only_known_frame_is_the_training_scripts_is_the_training_loop():
     dump = ['Thread 1 (idle): "MainThread"',
             "    _run_local (experiments/moe/train.py:585)",
@@ -703,7 +724,8 @@ def test_nccls_first_launch_after_init_opens_the_first_collective_a_distributed_
     assert state["phase"] == "nccl_first_collective"
     assert state["kind"] == "distributed_init"
     e.feed_line("log", "host:17:17 [0] NCCL INFO AllReduce: opCount 1 sendbuff 0x1 recvbuff 0x1")
-    assert e.state()["phase"] == "nccl_first_collective"  # a later collective opens nothing
+    state = e.state()  # a later collective is past the first: the job went on to what follows
+    assert state["phase"] is None and state["last_completed"] == "nccl_first_collective"
 
 
 def test_past_a_packs_last_phase_the_usual_order_of_a_training_job_says_what_follows():

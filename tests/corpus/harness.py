@@ -175,10 +175,14 @@ def written_for() -> dict[str, dict[str, Written]]:
 
 
 def _written(items: list[Any]) -> Written:
+    """A rule's alternatives recorded in several items (one round's, another's) add up; a rule
+    recorded whole stays whole."""
     out: Written = {}
     for item in items:
         if isinstance(item, dict):
-            out.update({str(k): tuple(str(a) for a in v) for k, v in item.items()})
+            for key, alternatives in item.items():
+                if out.get(str(key), None) != ():
+                    out[str(key)] = out.get(str(key), ()) + tuple(str(a) for a in alternatives)
         else:
             out[str(item)] = ()
     return out
@@ -187,6 +191,8 @@ def _written(items: list[Any]) -> Written:
 def without_alternatives(pattern: str, alternatives: tuple[str, ...]) -> str | None:
     """`pattern` (alternatives joined `(?:a)|(?:b)`) less `alternatives`; None when none is
     left. An alternative it does not hold is an error: a stale record must not pass."""
+    if alternatives == (pattern,):
+        return None  # a pattern written alone, recorded whole
     joined = f"|{pattern}|"
     for alternative in alternatives:
         token = f"|(?:{alternative})|"

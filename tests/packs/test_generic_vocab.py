@@ -222,6 +222,16 @@ NAMED += [
     ("2023:06:23-03:36:46:(3742406) |CCL_WARN| did not find MPI-launcher specific variables, "
      "switch to ATL/OFI, to force enable ATL/MPI set CCL_ATL_TRANSPORT=mpi", "distributed_init"),
 ]
+# Rounds 60 and 62: a model's load progress (ollama, llama.cpp's loader, the Hub's files), MPI
+# processes spawned
+NAMED += [
+    ('time=2025-05-01T14:09:37.086+02:00 level=DEBUG source=server.go:625 msg="model load '
+     'progress 0.00"', "model_load"),
+    ("load_all_data: buffer type CUDA_Host is not the default buffer type for device CUDA0 for "
+     "async uploads", "model_load"),
+    ("Fetching 5 files:   0%|          | 0/5 [01:45<?, ?it/s]", "model_load"),
+    ("rank 0 using MpiPoolSession to spawn MPI processes", "distributed_init"),
+]
 # Round 54: parts of a job not yet up, dmlc's tracker
 NAMED += [
     ("[2025-01-16 21:25:09,429][21824] Components not started: Batcher_0, LearnerWorker_p0, "
@@ -348,6 +358,8 @@ NOT_SIGNALED = [
     ("  Num examples = 4000", "train_loop"),  # evaluation prints it too
     ("the inference request body is logged at debug level", "serving"),
     ("Using model: gpt-4o for the judge", "model_load"),  # not at a line's head after `>`
+    ("Fetching the files list from the bucket", "model_load"),
+    ("spawned a process to watch the MPI job", "distributed_init"),
     # rounds 43 to 46
     ("Resubmitted the batch of 4 jobs after the restart", "resource_wait"),
     ("the feasible region is infeasible for this solver", "resource_wait"),
