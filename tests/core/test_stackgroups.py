@@ -140,6 +140,11 @@ def test_json_carries_the_issue_s_field_names(rules):
 
 # --- stacks a log holds ----------------------------------------------------------------------
 
+def frame_texts(lines: list[str]) -> list[list[str]]:
+    """Each stack printed in `lines`, as its frames' texts, innermost first."""
+    return [[frame.text for _, frame in stack.frames] for stack in logged_stacks(lines)]
+
+
 def test_stacks_in_a_log_are_read_innermost_first_whichever_way_they_are_printed():
     lines = [
         "[rank1]: Traceback (most recent call last):",
@@ -155,8 +160,7 @@ def test_stacks_in_a_log_are_read_innermost_first_whichever_way_they_are_printed
         "    main (train.py:22)",
         "an ordinary line (with parentheses:1)",
     ]
-    stacks = [[frame.text for _, frame in stack.frames] for stack in logged_stacks(lines)]
-    assert stacks == [
+    assert frame_texts(lines) == [
         ["barrier (torch/distributed/distributed_c10d.py)", "<module> (train.py)"],
         ["wait (threading.py)", "loop (train.py)"],
         ["read (safetensors/torch.py)", "main (train.py)"],
@@ -180,8 +184,7 @@ def test_numbered_frames_of_gdb_and_sglang_are_a_stack_innermost_first():
         "#2  0x00007f3c in start_thread (arg=<optimized out>) at ./nptl/pthread_create.c:442",
         "#3 a numbered line that is no frame",
     ]
-    stacks = [[frame.text for _, frame in stack.frames] for stack in logged_stacks(lines)]
-    assert stacks == [
+    assert frame_texts(lines) == [
         ["forward (sglang/srt/models/deepseek_v2.py)",
          "run_batch (sglang/srt/managers/scheduler.py)", "run (multiprocessing/process.py)"],
         ["__futex_abstimed_wait_common64 (futex-internal.c)",
