@@ -396,11 +396,9 @@ def test_a_deepspeed_checkpoint_save_is_a_step_of_its_training_loop_until_the_ne
     ("./train.sh:  60: 11880 killed              PYTHONPATH=`pwd`/models python3 ./main.py",
      "signal", "python_killed"),
     ("zsh: killed     python train.py", "signal", "python_killed"),
-    # NCCL connecting a communicator's channels; the network plugin it chose
+    # older NCCL connecting a communicator's rings; the network plugin it chose
     ("[1,15]<stdout>:ip-172-32-34-121:70560:71394 [7] NCCL INFO Ring 00 : 15 -> 16 [send] via "
      "NET/AWS Libfabric/0", "start", "nccl_comm_init"),
-    ("node1:3705:3720 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC/read", "start",
-     "nccl_comm_init"),
     ("INFO: Function: ofi_init Line: 686: NET/OFI Selected Provider is efa", "start",
      "nccl_comm_init"),
     # torch 2.2's torchrun banner closes
@@ -423,6 +421,9 @@ def test_a_deepspeed_checkpoint_save_is_a_step_of_its_training_loop_until_the_ne
      "space left on device", "signal", "nccl_shm_full"),
     ("ubuntu:9621:9689 [4] misc/shmutils.cc:71 NCCL WARN Error: failed to extend "
      "/dev/shm/nccl-oA7T4J to 5967876 bytes", "signal", "nccl_shm_full"),
+    ("g148:14937:69361 [0] misc/shmutils.cc:129 NCCL WARN Error while attaching to shared memory "
+     "segment /dev/shm/nccl-glnlGK (size 14156128), error: No such file or directory (2)",
+     "signal", "nccl_shm_full"),
     # RLlib's trainer about to make its workers; the Hub's lock where there is no flock
     ("(PPOTrainer pid=94841) 2022-01-26 11:13:32,924\tINFO trainer.py:803 -- Current log_level is "
      "WARN. For more information, set 'log_level': 'INFO' / 'DEBUG' or use the -v and -vv flags.",

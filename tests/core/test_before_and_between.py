@@ -725,6 +725,9 @@ def test_nccls_first_launch_after_init_opens_the_first_collective_a_distributed_
     assert state["kind"] == "distributed_init"
     e.feed_line("log", "host:17:17 [0] NCCL INFO AllReduce: opCount 1 sendbuff 0x1 recvbuff 0x1")
     assert e.state()["phase"] == "nccl_first_collective"  # a later collective opens nothing
+    # NCCL 2.22+ connects its channels at the first collective: they are that collective's
+    e.feed_line("log", "host:17:17 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC/read")
+    assert e.state()["phase"] == "nccl_first_collective"
 
 
 def test_past_a_packs_last_phase_the_usual_order_of_a_training_job_says_what_follows():
