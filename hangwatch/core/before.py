@@ -132,13 +132,15 @@ ANNOUNCE = regex.compile(
 # A line saying an action finished (`CheckpointManager::save_all call done`, `Model saved`):
 # with nothing after it, the job hangs in what comes next (core/order.py), as after a phase
 # a rule saw complete. Its words before the verb say which action.
-DOWNLOAD = regex.compile(r"(?i)\b(?:download|fetch)(?:ing|ed)?\b")
 FINISHED = regex.compile(r"(?i)\b(?:done|finished|completed?|succeeded|saved|took \d)\b")
 AT_END = regex.compile(r"\b(\d+)\s*/\s*\1\b")
 FINISHED_WORDS: tuple[tuple[str, regex.Pattern[str]], ...] = (
     ("checkpoint_save", regex.compile(r"(?i)\bsav(?:e|ed|ing)\w*|\bcheckpoint\w*")),
     *((phase, words) for phase, words in BAR_WORDS if phase != "checkpoint_save"))
 ANNOUNCE_LINES = 5
+# A download, said done with no words of its own (`Downloading GDB-9 data...`, `Done.`): what
+# it fetched is unpacked or loaded next, in the same place.
+DOWNLOAD = regex.compile(r"(?i)\b(?:download|fetch)(?:ing|ed)?\b")
 # An announcement's words name more kinds of place than a bar's: a rendezvous, a build, a
 # wait; a dataset being built is data even when its name says "validation"; and what is
 # waited for says more than the waiting (`Waiting in store based barrier to initialize

@@ -588,15 +588,16 @@ def rank_from_path(path: str) -> str | None:
 
 
 def span(ranks: Sequence[str]) -> str:
-    """`0-3,5,7` for numeric ranks; other labels as they are."""
+    """`0-3,5,7` for numeric ranks; other labels as they are, after them, separated by `; `
+    (a label may hold commas itself, as Ray's `WorkerDict pid=3001, ip=10.0.0.1`)."""
     numbers = sorted({int(r) for r in ranks if r.isdigit()})
     parts: list[str] = []
     for _, run in itertools.groupby(enumerate(numbers), key=lambda p: p[1] - p[0]):
         values = [v for _, v in run]
         parts.append(str(values[0]) if len(values) == 1 else f"{values[0]}-{values[-1]}"
                      if len(values) > 2 else f"{values[0]},{values[1]}")
-    parts += sorted(r for r in ranks if not r.isdigit())
-    return ",".join(parts)
+    named = sorted({r for r in ranks if not r.isdigit()})
+    return "; ".join(([",".join(parts)] if parts else []) + named)
 
 
 def _tail_start(data: bytes, lines: int) -> int:

@@ -62,15 +62,13 @@ def _label(row: Mapping[str, Any]) -> str:
 
 
 def _ranks(rows: Sequence[Mapping[str, Any]]) -> str:
-    """Numbered ranks as a span; named ones (which may hold commas themselves, as Ray's
-    `WorkerDict pid=3001, ip=10.0.0.1`) a few, separated by `;`, then how many more."""
+    """The rows' ranks as a span, named ones (Ray's actors) a few, then how many more."""
     labels = [_label(r) for r in rows]
     names = sorted({label for label in labels if not label.isdigit()})
-    numbers = [label for label in labels if label.isdigit()]
-    parts = ([span(numbers)] if numbers else []) + names[:NAMES_SHOWN]
+    shown = [label for label in labels if label.isdigit()] + names[:NAMES_SHOWN]
     more = f" and {len(names) - NAMES_SHOWN} more" if len(names) > NAMES_SHOWN else ""
     mark = "*" if rows[0].get("laggard") else ""
-    return "; ".join(parts) + more + mark
+    return span(shown) + more + mark
 
 
 def _counter(value: Any) -> str:

@@ -273,6 +273,9 @@ def test_rank_from_the_file_name_only_where_it_is_clear(path, rank):
 def test_rank_lists_are_written_as_ranges():
     assert span(["0", "1", "2", "3", "5", "7", "8"]) == "0-3,5,7,8"
     assert span(["3", "1"]) == "1,3"
+    # named ranks after the numbered ones, apart: a Ray label holds a comma itself
+    assert span(["1", "WorkerDict pid=3001, ip=10.0.0.1", "0", "TaskRunner pid=4"]) == \
+        "0,1; TaskRunner pid=4; WorkerDict pid=3001, ip=10.0.0.1"
 
 
 def test_ever_new_actors_are_no_rank_set_said_once_and_memory_stays_flat():
