@@ -433,9 +433,38 @@ def test_a_deepspeed_checkpoint_save_is_a_step_of_its_training_loop_until_the_ne
     # vLLM's data-parallel engine core with a request in it
     ("(EngineCore_0 pid=2461251) DEBUG 04-14 08:14:10 [core.py:416] EngineCore loop active - "
      "local unfinished: True, finished: False.", "start", "vllm_serving"),
+    # NCCL's trace of a failed call climbing up (old and new forms), its sockets' retries
+    ("g105:26921:27058 [0] NCCL INFO init.cc:1493 -> 2", "signal", "dist_backend_error"),
+    ("g105:26921:27058 [0] NCCL INFO group.cc:64 -> 2 [Async thread]", "signal",
+     "dist_backend_error"),
+    ("g105:26921:27058 [0] NCCL INFO init.cc:1493 (ncclCommInitRank) -> 2", "signal",
+     "dist_backend_error"),
+    ("g105:26923:27059 [2] NCCL INFO misc/socket.cc:505 -> 2 (Operation now in progress)",
+     "signal", "nccl_socket_error"),
+    ("g105:26921:27058 [0] NCCL INFO bootstrap.cc:275 -> 2", "signal", "nccl_socket_error"),
+    ("pytorch-fairseq-worker-0:16:63 [0] NCCL INFO Call to connect returned Connection refused, "
+     "retrying", "signal", "nccl_socket_error"),
+    # Lightning 1.x under Slurm; RLlib's ES counting its episodes
+    ("[2021-12-19 17:50:03,095][pytorch_lightning.utilities.distributed][INFO] - Multi-processing "
+     "is handled by Slurm.", "start", "lightning_strategy_setup"),
+    ("Collected 980 episodes 21895 timesteps so far this iter", "start",
+     "ray_trajectory_collection"),
 ])
 def test_a_packs_words_from_its_frameworks_source_mean_what_their_rule_says(line, kind, rule):
     found = load_rule_set().match(line)
     assert found is not None
     by_kind = {"start": found.phase_starts, "done": found.phase_dones, "signal": found.signals}
     assert rule in {r.id for r in by_kind[kind]}
+
+
+@pytest.mark.parametrize("line", [
+    "gpu1:12:40 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC",
+    "gpu1:12:40 [0] NCCL INFO Ring 00 : 15 -> 16 [send] via NET/Socket/0",
+    "gpu1:12:40 [0] NCCL INFO Trees [0] 1/-1/-1->0->-1 [1] 1/-1/-1->0->-1",
+])
+def test_nccls_channel_arrows_are_no_failed_call(line: str):
+    """NCCL's channels and trees are drawn with arrows too; only `file.cc:N -> code` is the
+    trace of a call that failed."""
+    found = load_rule_set().match(line)
+    signals = {r.id for r in found.signals} if found is not None else set()
+    assert not signals & {"dist_backend_error", "nccl_socket_error"}

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import regex
 
 from hangwatch.core.model import PhaseRule
-from hangwatch.core.stackrules import PEER_WAIT_PHASES, StackRule, rule_for
+from hangwatch.core.stackrules import CALLER_NAMED_PHASES, StackRule, rule_for
 from hangwatch.core.stacktext import logged_stacks
 from hangwatch.core.timestamps import parse_stamp
 
@@ -335,9 +335,10 @@ def stack_place(lines: Sequence[str], rules: Sequence[StackRule],
     """The place of the newest stack printed in the last lines (a traceback after Ctrl-C, a
     faulthandler or py-spy dump): its innermost frame a `stacks:` rule names, as the live
     stacks are read (core/stackrules.py). The rule's phase is the generic layer's, when it
-    is one; else its label says where (`collective`). A peer wait is no place of its own:
-    the frame that called it, where a framework's rule names one, says which (a broadcast
-    inside DeepSpeed's engine init is that init)."""
+    is one; else its label says where (`collective`). A wait on peers or on remote tasks is
+    no place of its own: the frame that called it, where a framework's rule names one, says
+    which (a broadcast inside DeepSpeed's engine init is that init; `ray.get` inside a weight
+    sync is the training loop)."""
     window = list(lines[-BEFORE_LINES:])
     stacks = logged_stacks(window)
     # A dump of every thread lists helpers (a data loader's pin-memory thread, a watchdog)
@@ -352,7 +353,7 @@ def stack_place(lines: Sequence[str], rules: Sequence[StackRule],
             continue
         index, frame, inner = first
         back = len(window) - index
-        if inner.phase in PEER_WAIT_PHASES:
+        if inner.phase in CALLER_NAMED_PHASES:
             for _, _, outer in known:
                 phase = generic(outer.phase) if outer.phase and not outer.guess else None
                 if phase is not None:

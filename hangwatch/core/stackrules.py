@@ -26,6 +26,9 @@ _ID = re.compile(r"[a-z][a-z0-9_]*")
 MAX_PATTERN_CHARS = 2000
 # Places where a process waits for its peers: one there is waiting for whoever is not.
 PEER_WAIT_PHASES = frozenset({"collective"})
+# Places where a process waits on others (its peers, or remote tasks a driver handed out): what it
+# waits for is said by the frame that called the wait (`ray.get` inside a weight sync).
+CALLER_NAMED_PHASES = PEER_WAIT_PHASES | {"remote_wait"}
 
 
 @dataclass(frozen=True)

@@ -513,6 +513,23 @@ def test_a_collective_in_a_printed_stack_takes_its_place_from_the_framework_fram
     assert fed(["step 12 done", *CTRL_C]).state()["place"] is None
 
 
+def test_a_wait_on_ray_tasks_takes_its_place_from_the_frame_that_called_it():
+    # slime: the driver's ray.get inside the actors' weight update, a step of the training loop
+    dump = ['Thread 1 (idle): "MainThread"',
+            "    get_objects (ray/_private/worker.py:970)",
+            "    get (ray/_private/worker.py:2882)",
+            "    wrapper (ray/_private/client_mode_hook.py:104)",
+            "    update_weights (slime/ray/actor_group.py:124)",
+            "    train (train.py:34)"]
+    place = stack_place_of(dump)
+    assert place is not None and place.phase is not None
+    assert (place.phase.id, place.label) == ("generic:train_loop",
+                                             "waiting on Ray tasks in a weight sync")
+    # with no caller a rule knows (the training script's frames are a guess), only the wait
+    alone = stack_place_of([*dump[:4], "    train (train.py:34)"])
+    assert alone is not None and alone.phase is None and alone.label == "waiting on Ray tasks"
+
+
 def test_a_download_said_done_leaves_the_job_preparing_what_it_fetched():
     # dtnn: the data downloaded, then unpacked into its database: the silence is that load
     state = fed(["No database found at `data_dir/gdb9.db`. Should GDB-9 data be downloaded to "

@@ -248,8 +248,52 @@ NAMED += [
      "node={ role=worker, ip=10.5.37.73, port=43871, is_recovery=0 } }. THIS IS NOT DATA MSG!",
      "distributed_init"),
 ]
+# Rounds 64 to 70: Open MPI's daemons, a cluster launched, a job pending, a pod's events, a
+# worker queued, Triton's backend and TensorRT-LLM's KV cache, a model printed or made by a
+# function, espnet2's epoch, reinforcement learning's counters, ollama's OpenAI routes, mpirun's
+# abort, Triton's shutdown countdown
+NAMED += [
+    ("[clx-hercules-096:24964] [[50860,0],46] orted: up and running - waiting for commands!",
+     "distributed_init"),
+    ("Daemon [[50860,0],6] checking in as pid 4077 on host clx-hercules-008", "distributed_init"),
+    ("[hyperion:05201] mca: base: components_open: opening plm components", "distributed_init"),
+    ("Launching a new cluster 'sky-236f-romilb'. Proceed? [Y/n]: Y", "resource_wait"),
+    ("I 09-10 07:21:00 utils.py:270] Job status: JobStatus.PENDING", "resource_wait"),
+    ("  Normal  Scheduled  82s   default-scheduler  Successfully assigned kuberay/raycluster-"
+     "worker-r7rsn to node0", "resource_wait"),
+    (" 2020-10-19 09:46:56,761   [Trainer-1] still in queue: 24", "resource_wait"),
+    ("I0118 14:09:47.387333 18 python.cc:1875] TRITONBACKEND_ModelInstanceInitialize: "
+     "identity_fp32_0_0 (CPU device 0)", "model_load"),
+    ("[TensorRT-LLM][INFO] [MemUsageChange] Allocated 9.71 GiB for max tokens in paged KV cache "
+     "(63616).", "model_load"),
+    ("[TensorRT-LLM][INFO] Number of blocks in KV cache primary pool: 994", "model_load"),
+    ("  (0): Linear(in_features=238, out_features=512, bias=True)", "model_load"),
+    ("    (relu): ReLU(inplace=True)", "model_load"),
+    ("2022-04-10,23:37:38.929 - {main_fedavg.py (180)} - create_model(): done", "model_load"),
+    ("[f3d8bac11bcb] 2022-08-08 08:47:09,516 (trainer:275) INFO: 1/50epoch started",
+     "train_loop"),
+    ("Collected 980 episodes 21895 timesteps so far this iter", "train_loop"),
+    ("|    total_timesteps | 2048     |", "train_loop"),
+    ('[GIN] 2024/07/24 - 14:31:02 | 500 |         5m14s |       127.0.0.1 | POST     '
+     '"/v1/chat/completions"', "serving"),
+    ("Primary job  terminated normally, but 1 process returned", "shutdown"),
+    ("a non-zero exit code.. Per user-direction, the job has been aborted.", "shutdown"),
+    ("I0131 00:44:48.201804 760 server.cc:323] Timeout 29: Found 0 model versions that have "
+     "in-flight inferences", "shutdown"),
+]
 NOT_THERE = [
     ("Pulled the latest model from the hub", "checkpoint_save"),
+    # rounds 64 to 70: a question about evaluation, a job that ran, a KV cache line of an
+    # engine whose graph capture comes next, a model's name, a cluster's state, a daemon's name
+    ("The next step is epoch 2/5 step 3/12 (global step 15). Should checkpoint? True. Should "
+     "save? True. Should run evaluation? False.", "evaluation"),
+    ("I 09-10 07:25:00 utils.py:270] Job status: JobStatus.RUNNING", "resource_wait"),
+    ("(EngineCore_DP0 pid=38) INFO 01-14 01:49:37 [kv_cache_utils.py:1291] GPU KV cache size: "
+     "521,088 tokens", "model_load"),
+    ("model_name = create_model_v2", "model_load"),
+    ("Launched cluster 'sky-236f' in 3m", "resource_wait"),
+    ("orted_cmd: received tree_spawn", "distributed_init"),
+    ("Linear(in_features=238, out_features=512, bias=True) was frozen", "model_load"),
     ("predicting the next token with a cache of 4096", "evaluation"),
     ("deleting old checkpoints to keep the last 3", "shutdown"),
     ("Loaded image 17 of 5000", "resource_wait"),
