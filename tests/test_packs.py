@@ -449,6 +449,12 @@ def test_a_deepspeed_checkpoint_save_is_a_step_of_its_training_loop_until_the_ne
      "is handled by Slurm.", "start", "lightning_strategy_setup"),
     ("Collected 980 episodes 21895 timesteps so far this iter", "start",
      "ray_trajectory_collection"),
+    # Ray's node started by ray.init; its processes not answering each other's calls
+    ("2021-11-30 14:22:05,334 DEBUG node.py:899 -- Process STDOUT and STDERR is being redirected "
+     "to /tmp/ray_logs/session_2021-11-30_14-22-05_334450_13873/logs.", "start", "ray_init"),
+    ("(pid=gcs_server) [2022-07-21 02:39:09,932 E 159 159] (gcs_server) gcs_server.cc:283: Failed "
+     "to get the resource load: GrpcUnavailable: RPC Error message: Connection timed out; RPC "
+     "Error details: ", "signal", "ray_rpc_unavailable"),
 ])
 def test_a_packs_words_from_its_frameworks_source_mean_what_their_rule_says(line, kind, rule):
     found = load_rule_set().match(line)

@@ -280,6 +280,7 @@ NAMED += [
     ("a non-zero exit code.. Per user-direction, the job has been aborted.", "shutdown"),
     ("I0131 00:44:48.201804 760 server.cc:323] Timeout 29: Found 0 model versions that have "
      "in-flight inferences", "shutdown"),
+    ("Graph compilation:  84%|########4 | 84/100 [1:09:59<20:26]", "build"),
 ]
 NOT_THERE = [
     ("Pulled the latest model from the hub", "checkpoint_save"),
