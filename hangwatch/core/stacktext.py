@@ -90,6 +90,8 @@ _NUMBERED_FRAME = re.compile(r"^\s*#(?P<n>\d+)\s+(?:0x[0-9a-fA-F]+ in )?(?P<func
 # /x/libtorch_cuda.so)"), its library the frame's file.
 _C10_FRAME = re.compile(r"\bframe #(?P<n>\d+): (?P<func>.+?) \+ 0x[0-9a-f]+ "
                         r"\(0x[0-9a-f]+ in (?P<file>[^()\s]+)\)")
+# The outermost call in a line of source: `values = worker.get_objects(refs)` -> worker.get_objects.
+_CALL = re.compile(r"(?<![\w.])(?P<name>[A-Za-z_][\w.]*)\s*\(")
 _FIRST_HEADER = re.compile(r"\(most recent call first\)|^Thread (?:0x[0-9A-Fa-f]+|\d+)\b")
 _LAST_HEADER = re.compile(r"Traceback \(most recent call last\)")
 
@@ -134,8 +136,31 @@ def logged_stacks(lines: list[str]) -> list[LoggedStack]:
             # frames with no header before them: a cut traceback's are the job's own
             stacks.append((first, not first, []))
         stacks[-1][2].append((index, frame))
+        if not first and (call := _called(line, found.start(), lines, index)) is not None:
+            stacks[-1][2].append((index + 1, call))
     return [LoggedStack(frames if first else frames[::-1], main)
             for first, main, frames in stacks if frames]
+
+
+def _called(line: str, at: int, lines: list[str], index: int) -> Frame | None:
+    """The call a Python traceback's frame was making, from the source line printed under it
+    (`    self.checkpointer.save(`): a frame of its own, just inside the one that made it, named
+    `checkpointer.save (call: self.checkpointer.save()`. Where the traceback was cut or
+    interrupted there, it is all the log says of what ran; elsewhere its arguments say what a
+    wait inside was for (`ray.get(pg.ready())`)."""
+    if index + 1 >= len(lines):
+        return None
+    head = line[:at].strip()  # a launcher's rank prefix, printed before the code line too
+    code = lines[index + 1]
+    if head and code.lstrip().startswith(head):
+        code = code.lstrip()[len(head):]
+    if not code[:1].isspace() or _LOGGED_FRAME.search(code) is not None:
+        return None  # the exception's own line, or the next frame: no source line
+    called = _CALL.search(code)
+    if called is None:
+        return None
+    name = called["name"].removeprefix("self.")
+    return Frame(name, f"call: {code.strip()[:MAX_FUNCTION_CHARS]}")
 
 
 def _headless(found: re.Match[str], lines: list[str], index: int) -> bool:

@@ -530,6 +530,30 @@ def test_a_wait_on_ray_tasks_takes_its_place_from_the_frame_that_called_it():
     assert alone is not None and alone.phase is None and alone.label == "waiting on Ray tasks"
 
 
+def test_the_call_a_cut_traceback_was_making_names_the_place():
+    # a deadlocked data loader interrupted in the training script's own frame
+    assert fed(["Traceback (most recent call last):",
+                '  File "tools/train_net_step.py", line 415, in main',
+                "    input_data = next(dataiterator)",
+                "KeyboardInterrupt"]).state()["place"] == "generic:data_load"
+    # the frame alone says the training loop (a guess, by its name); the call it made, the save
+    assert place_of("    train (torchtitan/trainer.py:998)") == "generic:train_loop"
+    cut = stack_place_of(["[rank0]:Traceback (most recent call last):",
+                          '[rank0]:  File "/torchtitan/torchtitan/trainer.py", line 998, in train',
+                          "[rank0]:    self.checkpointer.save("])
+    assert cut is not None and cut.phase is not None
+    assert (cut.phase.id, cut.label) == ("generic:checkpoint_save", "a checkpoint save")
+    # a wait on Ray tasks, placed by the call that started it: a placement group
+    waiting = stack_place_of(["Traceback (most recent call last):",
+                              '  File "/opt/nemo_rl/algorithms/grpo.py", line 452, in setup',
+                              "    ray.get(helper_pg.ready(), timeout=1000)",
+                              '  File "/opt/venv/site-packages/ray/_private/worker.py", line 2882, '
+                              "in get",
+                              "KeyboardInterrupt"])
+    assert waiting is not None and waiting.phase is not None
+    assert waiting.phase.id == "generic:resource_wait"
+
+
 def test_a_download_said_done_leaves_the_job_preparing_what_it_fetched():
     # dtnn: the data downloaded, then unpacked into its database: the silence is that load
     state = fed(["No database found at `data_dir/gdb9.db`. Should GDB-9 data be downloaded to "

@@ -172,6 +172,33 @@ def test_stacks_in_a_log_are_read_innermost_first_whichever_way_they_are_printed
     assert [stack.main for stack in logged_stacks(lines)] == [True, True, True]
 
 
+def test_the_source_line_under_a_traceback_frame_is_the_call_it_was_making():
+    lines = [
+        "[rank0]:Traceback (most recent call last):",
+        '[rank0]:  File "/torchtitan/torchtitan/trainer.py", line 998, in train',
+        "[rank0]:    self.checkpointer.save(",
+        "[rank0]:    ~~~~~~~~~~~~~~~~~~~~~~^",
+    ]
+    assert frame_texts(lines) == [["checkpointer.save (call: self.checkpointer.save()",
+                                   "train (torchtitan/trainer.py)"]]
+    # each frame's line is the call into the frame inside it, arguments and all
+    ray = ['  File "/opt/nemo_rl/algorithms/grpo.py", line 452, in setup',
+           "    ray.get(helper_pg.ready(), timeout=1000)",
+           '  File "/opt/venv/lib/python3.12/site-packages/ray/_private/worker.py", line 2882, '
+           "in get",
+           "KeyboardInterrupt"]
+    assert frame_texts(["Traceback (most recent call last):", *ray]) == [[
+        "get (ray/_private/worker.py)", "ray.get (call: ray.get(helper_pg.ready(), timeout=1000))",
+        "setup (grpo.py)"]]
+    # no source line: the exception's own line, or a faulthandler dump's next frame
+    assert frame_texts(["Traceback (most recent call last):", ray[2], "KeyboardInterrupt"]) == [
+        ["get (ray/_private/worker.py)"]]
+    assert frame_texts(["Current thread 0x00007f (most recent call first):",
+                        '  File "/x/train.py", line 40 in loop',
+                        '  File "/x/train.py", line 50 in main']) == [
+        ["loop (train.py)", "main (train.py)"]]
+
+
 def test_numbered_frames_of_gdb_and_sglang_are_a_stack_innermost_first():
     lines = [
         "#56 forward from /sgl-workspace/sglang/python/sglang/srt/models/deepseek_v2.py:2083",
