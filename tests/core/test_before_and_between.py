@@ -475,6 +475,14 @@ def stack_place_of(lines: list[str]):
     return stack_place(lines, rules.stack_rules, lambda kind: rules.phase(f"generic:{kind}"))
 
 
+def phase_and_label(lines: list[str]) -> tuple[str | None, str] | None:
+    """The phase (if any) and label of the place a printed stack names, None for no place."""
+    place = stack_place_of(lines)
+    if place is None:
+        return None
+    return (place.phase.id if place.phase is not None else None, place.label)
+
+
 def place_of(*frames: str) -> str | None:
     """The phase a main thread's dump of these frames (innermost first) names, if any."""
     place = stack_place_of(['Thread 1 (idle): "MainThread"', *frames])
@@ -504,10 +512,10 @@ def test_a_collective_in_a_printed_stack_takes_its_place_from_the_framework_fram
             "    __init__ (deepspeed/runtime/engine.py:297)",
             "    _inner_training_loop (transformers/trainer.py:1702)",
             "    <module> (train.py:64)"]
+    assert phase_and_label(dump) == ("generic:distributed_init",
+                                     "collective in DeepSpeed's engine init")
     place = stack_place_of(dump)
-    assert place is not None and place.phase is not None
-    assert (place.phase.id, place.label) == ("generic:distributed_init",
-                                             "collective in DeepSpeed's engine init")
+    assert place is not None
     assert place.text == "in broadcast (torch/distributed/distributed_c10d.py)"
     assert fed(["rank 0 quiet", *dump]).state()["place"] == "generic:distributed_init"
     assert fed(["step 12 done", *CTRL_C]).state()["place"] is None
@@ -521,13 +529,9 @@ def test_a_wait_on_ray_tasks_takes_its_place_from_the_frame_that_called_it():
             "    wrapper (ray/_private/client_mode_hook.py:104)",
             "    update_weights (slime/ray/actor_group.py:124)",
             "    train (train.py:34)"]
-    place = stack_place_of(dump)
-    assert place is not None and place.phase is not None
-    assert (place.phase.id, place.label) == ("generic:train_loop",
-                                             "waiting on Ray tasks in a weight sync")
+    assert phase_and_label(dump) == ("generic:train_loop", "waiting on Ray tasks in a weight sync")
     # with no caller a rule knows (the training script's frames are a guess), only the wait
-    alone = stack_place_of([*dump[:4], "    train (train.py:34)"])
-    assert alone is not None and alone.phase is None and alone.label == "waiting on Ray tasks"
+    assert phase_and_label([*dump[:4], "    train (train.py:34)"]) == (None, "waiting on Ray tasks")
 
 
 def test_the_call_a_cut_traceback_was_making_names_the_place():
@@ -538,20 +542,18 @@ def test_the_call_a_cut_traceback_was_making_names_the_place():
                 "KeyboardInterrupt"]).state()["place"] == "generic:data_load"
     # the frame alone says the training loop (a guess, by its name); the call it made, the save
     assert place_of("    train (torchtitan/trainer.py:998)") == "generic:train_loop"
-    cut = stack_place_of(["[rank0]:Traceback (most recent call last):",
-                          '[rank0]:  File "/torchtitan/torchtitan/trainer.py", line 998, in train',
-                          "[rank0]:    self.checkpointer.save("])
-    assert cut is not None and cut.phase is not None
-    assert (cut.phase.id, cut.label) == ("generic:checkpoint_save", "a checkpoint save")
+    assert phase_and_label([
+        "[rank0]:Traceback (most recent call last):",
+        '[rank0]:  File "/torchtitan/torchtitan/trainer.py", line 998, in train',
+        "[rank0]:    self.checkpointer.save("]) == ("generic:checkpoint_save", "a checkpoint save")
     # a wait on Ray tasks, placed by the call that started it: a placement group
-    waiting = stack_place_of(["Traceback (most recent call last):",
-                              '  File "/opt/nemo_rl/algorithms/grpo.py", line 452, in setup',
-                              "    ray.get(helper_pg.ready(), timeout=1000)",
-                              '  File "/opt/venv/site-packages/ray/_private/worker.py", line 2882, '
-                              "in get",
-                              "KeyboardInterrupt"])
-    assert waiting is not None and waiting.phase is not None
-    assert waiting.phase.id == "generic:resource_wait"
+    assert phase_and_label([
+        "Traceback (most recent call last):",
+        '  File "/opt/nemo_rl/algorithms/grpo.py", line 452, in setup',
+        "    ray.get(helper_pg.ready(), timeout=1000)",
+        '  File "/opt/venv/site-packages/ray/_private/worker.py", line 2882, in get',
+        "KeyboardInterrupt"]) == ("generic:resource_wait",
+                                  "waiting on Ray tasks in a placement group waited for")
 
 
 def test_a_download_said_done_leaves_the_job_preparing_what_it_fetched():
