@@ -296,8 +296,10 @@ def test_accuracy_with_the_frameworks_own_pack_left_out_stays_above_the_measured
 
 @pytest.mark.parametrize("entry", healthy_entries(), ids=lambda e: e.file)
 def test_no_healthy_excerpt_is_called_stalled(entry: Entry):
-    wrong = [o for run, o in tallies()["all"].wrong if run == "healthy" and o.entry == entry]
-    assert not wrong, wrong[0].reported()
+    # judged alone, as the tally judges it: the whole corpus's tally is made once per test
+    # worker, and this test need not wait for it on the other one
+    outcome = judge(entry, rule_set())
+    assert outcome.right, outcome.reported()
 
 
 def _wrong(label: str) -> str:
