@@ -114,7 +114,7 @@ def test_ddp_rank_skipping_all_reduce_fails_fast_with_the_blocked_ranks_stack(tm
     pytest.importorskip("torch")
     summary = tmp_path / "summary.md"
     run = hangwatch_run(tmp_path, "ddp_skip_allreduce.py", "--skip-at", "3", stall="5s",
-                        options=("--junit", "junit.xml"),
+                        options=("--junit", "junit.xml", *SLOW_START_OK),
                         env={"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary)})
     assert run.status == 3, run.stderr
     assert run.quiet_s < 5 + SLACK_S
