@@ -188,6 +188,17 @@ def _written(items: list[Any]) -> Written:
     return out
 
 
+def _token(alternative: str) -> str:
+    """How an alternative stands in `|` + its pattern + `|` (packs/parse.py joins a list of
+    them `(?:a)|(?:b)`)."""
+    return f"|(?:{alternative})|"
+
+
+def _holds(pattern: str, alternative: str) -> bool:
+    """Whether `alternative` is one of those `pattern` joins."""
+    return _token(alternative) in f"|{pattern}|"
+
+
 def without_alternatives(pattern: str, alternatives: tuple[str, ...]) -> str | None:
     """`pattern` (alternatives joined `(?:a)|(?:b)`) less `alternatives`; None when none is
     left. An alternative it does not hold is an error: a stale record must not pass."""
@@ -195,7 +206,7 @@ def without_alternatives(pattern: str, alternatives: tuple[str, ...]) -> str | N
         return None  # a pattern written alone, recorded whole
     joined = f"|{pattern}|"
     for alternative in alternatives:
-        token = f"|(?:{alternative})|"
+        token = _token(alternative)
         if token not in joined:
             raise ValueError(f"written_for.yaml: {alternative!r} is no alternative of "
                              f"{pattern[:60]!r}")
@@ -262,8 +273,7 @@ def _kept_phases(rules: tuple[PhaseRule, ...], written: Written) -> tuple[PhaseR
             continue
         if not written[rule.id]:
             continue
-        starts = f"|{rule.start}|"
-        of_start = tuple(a for a in written[rule.id] if f"|(?:{a})|" in starts)
+        of_start = tuple(a for a in written[rule.id] if _holds(rule.start, a))
         of_done = tuple(a for a in written[rule.id] if a not in of_start)
         start = without_alternatives(rule.start, of_start) if of_start else rule.start
         done = without_alternatives(rule.done or "", of_done) if of_done else rule.done
